@@ -1,0 +1,84 @@
+//! The command line's definition (clap derive); doc comments here are the `--help` text.
+//! No logic: commands/ does the work.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpuscope",
+    version,
+    about = "Where GPU memory and GPU time go when you train a PyTorch model",
+    long_about = "Where GPU memory and GPU time go when you train a PyTorch model.\n\n\
+        Reads what training runs leave behind — TensorBoard event files, PyTorch profiler \
+        traces, CUDA allocator snapshots, gpuscope run logs, Nsight Systems exports — and \
+        tells you what they say.",
+    after_help = "Examples:\n  \
+        gpuscope tb runs/exp1                 list the tags of a TensorBoard log directory\n  \
+        gpuscope tb runs/exp1 --tag Loss/total --format csv\n\n\
+        Exit codes: 0 done, 2 input that cannot be used."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Read TensorBoard event files: list tags, print scalar series
+    #[command(after_help = "Examples:\n  \
+        gpuscope tb runs/exp1/tensorboard\n  \
+        gpuscope tb runs/exp1 --tags\n  \
+        gpuscope tb events.out.tfevents.1738277380.wn44.22511.0 --tag 'Training loss'\n  \
+        gpuscope tb runs/exp1 --format json | jq '.tags[\"Loss/total\"].points[-1]'\n  \
+        gpuscope tb runs/exp1 --tag Loss/total --format csv > loss.csv")]
+    Tb(TbArgs),
+    /// Summarise a run directory: memory breakdown, trends, leaks (not implemented yet)
+    Report(PendingArgs),
+    /// Analyse PyTorch profiler traces (not implemented yet)
+    Trace(PendingArgs),
+    /// Analyse CUDA allocator snapshots (not implemented yet)
+    Snapshot(PendingArgs),
+    /// Watch GPU memory and utilisation (not implemented yet)
+    Monitor(PendingArgs),
+    /// Run a training command and record GPU and host figures (not implemented yet)
+    Run(PendingArgs),
+    /// Nsight Systems capture and summaries (not implemented yet)
+    Nsys(PendingArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TbArgs {
+    /// An event file, or a log directory (searched recursively; each sub-directory is a run)
+    pub path: PathBuf,
+    /// List tags only (kind, count, steps), without values
+    #[arg(long, conflicts_with = "tag")]
+    pub tags: bool,
+    /// Print the values of this tag (repeatable); default: a table of all tags
+    #[arg(long, value_name = "TAG")]
+    pub tag: Vec<String>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = TbFormat::Text)]
+    pub format: TbFormat,
+    /// Write to FILE instead of stdout
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// On a damaged record, keep what came before it instead of failing
+    #[arg(long)]
+    pub keep_going: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum TbFormat {
+    Text,
+    Json,
+    Csv,
+}
+
+/// Arguments of subcommands that later work fills in; accepted so `--help` shows them.
+#[derive(Debug, clap::Args)]
+pub struct PendingArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub rest: Vec<String>,
+}

@@ -1,0 +1,25 @@
+//! One module per subcommand; `dispatch` routes parsed arguments to them.
+
+mod tb;
+
+use crate::args::{Cli, Command};
+use crate::Failure;
+
+/// Runs the parsed command.
+pub fn dispatch(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Tb(args) => tb::run(args),
+        Command::Report(_) => pending("report", 4),
+        Command::Trace(_) => pending("trace", 5),
+        Command::Snapshot(_) => pending("snapshot", 6),
+        Command::Monitor(_) => pending("monitor", 9),
+        Command::Run(_) => pending("run", 9),
+        Command::Nsys(_) => pending("nsys", 9),
+    }
+}
+
+fn pending(name: &str, issue: u32) -> Result<(), Failure> {
+    Err(Failure::Usage(format!(
+        "gpuscope {name} is not implemented yet (tracked in issue #{issue})"
+    )))
+}

@@ -1,0 +1,46 @@
+//! `gpuscope tb`: read TensorBoard event files on a headless box.
+
+use gpuscope::render::tb::{self as render, TextView};
+use gpuscope::tfevents::{load_log_dir, LoadOptions};
+
+use crate::args::{TbArgs, TbFormat};
+use crate::{output, Failure};
+
+pub fn run(args: TbArgs) -> Result<(), Failure> {
+    // Listing tags keeps no values; JSON and CSV keep every tag's unless --tag narrows them.
+    let keep_points = match (args.tags, args.tag.is_empty(), args.format) {
+        (true, _, _) => Some(Vec::new()),
+        (false, false, _) => Some(args.tag.clone()),
+        (false, true, TbFormat::Text) => None,
+        (false, true, _) => None,
+    };
+    let options = LoadOptions {
+        keep_points,
+        keep_going: args.keep_going,
+    };
+    let data = load_log_dir(&args.path, &options, &mut output::progress("reading"))?;
+    for wanted in &args.tag {
+        if !data.series.iter().any(|s| &s.tag == wanted) {
+            return Err(Failure::Usage(format!(
+                "{}: no tag {wanted:?} (run `gpuscope tb {} --tags` to list them)",
+                args.path.display(),
+                args.path.display()
+            )));
+        }
+    }
+    let mut out = output::open(args.output.as_deref())?;
+    match args.format {
+        TbFormat::Text => {
+            let view = if args.tag.is_empty() {
+                TextView::Tags
+            } else {
+                TextView::Series
+            };
+            render::text(&data, view, output::text_width(), &mut out)?
+        }
+        TbFormat::Json => render::json(&data, &mut out)?,
+        TbFormat::Csv => render::csv(&data, &mut out)?,
+    }
+    out.flush()?;
+    Ok(())
+}

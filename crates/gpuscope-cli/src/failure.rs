@@ -1,0 +1,55 @@
+//! How a command fails: one line on stderr and an exit code. Engine errors become
+//! `error: <path>: <what is wrong> (<what to do>)`; a closed output pipe is not a failure.
+
+use std::io;
+
+/// Why a command stopped.
+#[derive(Debug)]
+pub enum Failure {
+    /// Input or arguments that cannot be used: exit 2 with this line (without `error: `).
+    Usage(String),
+    /// The reader of our output went away (`| head`): exit 0, say nothing.
+    ClosedPipe,
+}
+
+impl Failure {
+    /// Prints the failure's line, if any, and returns the exit code.
+    pub fn report(self) -> i32 {
+        match self {
+            Failure::Usage(line) => {
+                eprintln!("error: {line}");
+                2
+            }
+            Failure::ClosedPipe => 0,
+        }
+    }
+}
+
+impl From<gpuscope::Error> for Failure {
+    fn from(e: gpuscope::Error) -> Self {
+        use gpuscope::Error;
+        let line = match &e {
+            Error::Io { path, source } => {
+                let hint = match source.kind() {
+                    io::ErrorKind::NotFound => "check the path",
+                    io::ErrorKind::PermissionDenied => "check its permissions",
+                    io::ErrorKind::IsADirectory => "give a file, not a directory",
+                    _ => "check the file and try again",
+                };
+                format!("{}: {source} ({hint})", path.display())
+            }
+            _ => e.to_string(),
+        };
+        Failure::Usage(line)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Failure::ClosedPipe
+        } else {
+            Failure::Usage(format!("cannot write output: {e}"))
+        }
+    }
+}

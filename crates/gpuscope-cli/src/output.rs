@@ -1,0 +1,57 @@
+//! Where a command's output goes (stdout or `-o FILE`), how wide text may be, and the
+//! progress bar shown on stderr while long inputs are parsed.
+
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::Path;
+
+use crate::Failure;
+
+/// Inputs smaller than this parse too fast for a progress bar to help.
+const PROGRESS_MIN_BYTES: u64 = 16 << 20;
+
+/// Opens `-o FILE`, or stdout when none is given.
+pub fn open(path: Option<&Path>) -> Result<Box<dyn Write>, Failure> {
+    Ok(match path {
+        Some(p) => Box::new(BufWriter::new(File::create(p).map_err(|e| {
+            Failure::Usage(format!("{}: cannot create output: {e}", p.display()))
+        })?)),
+        None => Box::new(BufWriter::new(io::stdout().lock())),
+    })
+}
+
+/// Columns available for text: the terminal's width, or 80 when not writing to one.
+pub fn text_width() -> u16 {
+    if io::stdout().is_terminal() {
+        terminal_size::terminal_size().map_or(80, |(w, _)| w.0)
+    } else {
+        80
+    }
+}
+
+/// A byte-progress callback that draws a bar on stderr once the input turns out to be
+/// large, and only when stderr is a terminal.
+pub fn progress(label: &'static str) -> impl FnMut(u64, u64) {
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    move |done, total| {
+        if total < PROGRESS_MIN_BYTES || !io::stderr().is_terminal() {
+            return;
+        }
+        let bar = bar.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::new(total);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} {eta}",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
+            );
+            b.set_message(label);
+            b
+        });
+        bar.set_position(done);
+        if done >= total {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! `gpuscope._native`: the Python bindings. Conversions only — every computation and every
+//! file format lives in the engine crate; this crate mirrors its modules one to one.
+
+mod cli;
+mod error;
+mod tfevents;
+
+use pyo3::prelude::*;
+
+/// The native module, re-exported by the `gpuscope` Python package.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    error::register(m)?;
+    tfevents::register(m)?;
+    cli::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,265 @@
+//! Bindings of `gpuscope::tfevents`: the event writer and the log-directory reader.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use gpuscope::model::tensorboard::{ChartGroup, Histogram, MultilineChart};
+use gpuscope::render::tb::series_key;
+use gpuscope::tfevents::{self, EventWriter, LoadOptions, WriterOptions};
+
+use crate::error::IntoPy;
+
+/// TensorBoard event writer with `torch.utils.tensorboard.SummaryWriter`'s method names.
+#[pyclass(name = "EventWriter", module = "gpuscope._native", subclass)]
+pub struct PyEventWriter {
+    inner: Option<EventWriter>,
+}
+
+impl PyEventWriter {
+    fn writer(&self) -> PyResult<&EventWriter> {
+        self.inner
+            .as_ref()
+            .ok_or_else(|| crate::error::WriterError::new_err("EventWriter is closed"))
+    }
+}
+
+/// A number from a Python float or int, a numpy scalar or a one-element tensor (through
+/// `__float__`, i.e. one `.item()`).
+fn number(value: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
+    value.extract::<f64>().map_err(|_| {
+        let type_name = value
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        PyTypeError::new_err(format!(
+            "{what} must be a number, a numpy scalar or a one-element tensor, not {type_name}"
+        ))
+    })
+}
+
+#[pymethods]
+impl PyEventWriter {
+    #[new]
+    #[pyo3(signature = (log_dir=None, comment="", flush_secs=2.0, filename_suffix=""))]
+    fn new(
+        py: Python<'_>,
+        log_dir: Option<PathBuf>,
+        comment: &str,
+        flush_secs: f64,
+        filename_suffix: &str,
+    ) -> PyResult<Self> {
+        if !(flush_secs.is_finite() && flush_secs > 0.0) {
+            return Err(PyValueError::new_err("flush_secs must be a positive number"));
+        }
+        let log_dir = log_dir.unwrap_or_else(|| tfevents::writer::default_log_dir(comment));
+        let options = WriterOptions {
+            flush_interval: Duration::from_secs_f64(flush_secs),
+            filename_suffix: filename_suffix.to_owned(),
+            ..WriterOptions::default()
+        };
+        let writer = py.detach(|| EventWriter::create(log_dir, options)).py_err()?;
+        Ok(PyEventWriter {
+            inner: Some(writer),
+        })
+    }
+
+    /// The log directory.
+    #[getter]
+    fn log_dir(&self) -> PyResult<PathBuf> {
+        Ok(self.writer()?.log_dir().to_path_buf())
+    }
+
+    /// SummaryWriter's name for the log directory.
+    fn get_logdir(&self) -> PyResult<PathBuf> {
+        self.log_dir()
+    }
+
+    /// The main event file.
+    #[getter]
+    fn path(&self) -> PyResult<PathBuf> {
+        Ok(self.writer()?.path().to_path_buf())
+    }
+
+    #[pyo3(signature = (tag, scalar_value, global_step=None, walltime=None))]
+    fn add_scalar(
+        &self,
+        tag: &str,
+        scalar_value: &Bound<'_, PyAny>,
+        global_step: Option<i64>,
+        walltime: Option<f64>,
+    ) -> PyResult<()> {
+        let value = number(scalar_value, "scalar_value")?;
+        self.writer()?
+            .add_scalar(tag, value, global_step.unwrap_or(0), walltime)
+            .py_err()
+    }
+
+    #[pyo3(signature = (main_tag, tag_scalar_dict, global_step=None, walltime=None))]
+    fn add_scalars(
+        &self,
+        main_tag: &str,
+        tag_scalar_dict: &Bound<'_, PyDict>,
+        global_step: Option<i64>,
+        walltime: Option<f64>,
+    ) -> PyResult<()> {
+        let mut values = Vec::with_capacity(tag_scalar_dict.len());
+        for (key, value) in tag_scalar_dict.iter() {
+            values.push((key.str()?.to_string(), number(&value, "each value")?));
+        }
+        self.writer()?
+            .add_scalars(main_tag, &values, global_step.unwrap_or(0), walltime)
+            .py_err()
+    }
+
+    #[pyo3(signature = (tag, text_string, global_step=None, walltime=None))]
+    fn add_text(
+        &self,
+        tag: &str,
+        text_string: &str,
+        global_step: Option<i64>,
+        walltime: Option<f64>,
+    ) -> PyResult<()> {
+        self.writer()?
+            .add_text(tag, text_string, global_step.unwrap_or(0), walltime)
+            .py_err()
+    }
+
+    /// Histogram of a flat list of floats (the Python class converts tensors and arrays).
+    #[pyo3(signature = (tag, values, global_step=None, bins=64, walltime=None))]
+    fn _add_histogram_values(
+        &self,
+        tag: &str,
+        values: Vec<f64>,
+        global_step: Option<i64>,
+        bins: usize,
+        walltime: Option<f64>,
+    ) -> PyResult<()> {
+        let histogram = Histogram::from_values(&values, bins);
+        self.writer()?
+            .add_histogram(tag, &histogram, global_step.unwrap_or(0), walltime)
+            .py_err()
+    }
+
+    /// Charts for TensorBoard's custom-scalars plugin, in SummaryWriter's format:
+    /// `{"Group": {"Chart": ["Multiline", ["tag regex", ...]]}}`.
+    fn add_custom_scalars(&self, layout: &Bound<'_, PyDict>) -> PyResult<()> {
+        let mut groups = Vec::new();
+        for (title, charts) in layout.iter() {
+            let charts = charts.cast::<PyDict>()?;
+            let mut group = ChartGroup {
+                title: title.str()?.to_string(),
+                charts: Vec::new(),
+            };
+            for (chart_title, spec) in charts.iter() {
+                let parts: Vec<Bound<'_, PyAny>> = spec.extract()?;
+                let [kind, patterns] = parts.as_slice() else {
+                    return Err(PyValueError::new_err(format!(
+                        "chart {chart_title}: expected ['Multiline', [tag regex, ...]]"
+                    )));
+                };
+                let (kind, patterns): (String, Vec<String>) = (kind.extract()?, patterns.extract()?);
+                if kind != "Multiline" {
+                    return Err(PyValueError::new_err(format!(
+                        "chart {chart_title}: only 'Multiline' charts are supported, not {kind:?}"
+                    )));
+                }
+                group.charts.push(MultilineChart {
+                    title: chart_title.str()?.to_string(),
+                    tag_patterns: patterns,
+                });
+            }
+            groups.push(group);
+        }
+        self.writer()?.add_custom_scalars_layout(&groups).py_err()
+    }
+
+    /// Waits until everything written so far is in the file.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let writer = self.writer()?;
+        py.detach(|| writer.flush()).py_err()
+    }
+
+    /// Flushes and closes the files. Calling it again does nothing.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.inner.take() {
+            Some(mut writer) => py.detach(move || writer.close()).py_err(),
+            None => Ok(()),
+        }
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&mut self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+}
+
+/// Reads an event file or log directory into plain Python data:
+/// `{"files": [{"path", "run", "records", "event_kinds", "truncated_at_byte", "damaged"}],
+///   "tags": {key: {"run", "tag", "kind", "count", "first_step", "last_step",
+///                  "steps", "wall_times", "values"}}}` (values are texts for text tags).
+#[pyfunction]
+#[pyo3(signature = (path, tags=None, keep_going=false))]
+fn read_events<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    tags: Option<Vec<String>>,
+    keep_going: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let options = LoadOptions {
+        keep_points: tags,
+        keep_going,
+    };
+    let data = py
+        .detach(|| tfevents::load_log_dir(&path, &options, &mut |_, _| {}))
+        .py_err()?;
+    let files = PyList::empty(py);
+    for f in &data.files {
+        let d = PyDict::new(py);
+        d.set_item("path", &f.path)?;
+        d.set_item("run", &f.run)?;
+        d.set_item("records", f.records)?;
+        d.set_item("event_kinds", f.event_kinds.clone())?;
+        d.set_item("truncated_at_byte", f.truncated_at)?;
+        d.set_item("damaged", f.damaged.as_deref())?;
+        files.append(d)?;
+    }
+    let series = PyDict::new(py);
+    for s in &data.series {
+        let d = PyDict::new(py);
+        d.set_item("run", &s.run)?;
+        d.set_item("tag", &s.tag)?;
+        d.set_item("kind", s.kind)?;
+        d.set_item("count", s.count)?;
+        d.set_item("first_step", s.first_step)?;
+        d.set_item("last_step", s.last_step)?;
+        if s.texts.is_empty() {
+            d.set_item("steps", s.points.iter().map(|p| p.step).collect::<Vec<_>>())?;
+            d.set_item("wall_times", s.points.iter().map(|p| p.wall_time).collect::<Vec<_>>())?;
+            d.set_item("values", s.points.iter().map(|p| p.value).collect::<Vec<_>>())?;
+        } else {
+            d.set_item("steps", s.texts.iter().map(|p| p.step).collect::<Vec<_>>())?;
+            d.set_item("wall_times", s.texts.iter().map(|p| p.wall_time).collect::<Vec<_>>())?;
+            d.set_item("values", s.texts.iter().map(|p| p.text.as_str()).collect::<Vec<_>>())?;
+        }
+        series.set_item(series_key(s), d)?;
+    }
+    let result = PyDict::new(py);
+    result.set_item("files", files)?;
+    result.set_item("tags", series)?;
+    Ok(result)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyEventWriter>()?;
+    m.add_function(wrap_pyfunction!(read_events, m)?)
+}

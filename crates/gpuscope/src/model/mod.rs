@@ -1,0 +1,3 @@
+//! Plain typed data that the formats produce and the analyses consume. No I/O here.
+
+pub mod tensorboard;

@@ -1,0 +1,253 @@
+//! What a TensorBoard event file holds, decoded from protobuf into plain Rust: one [`Event`]
+//! per record, each summary value reduced to the kind of data it carries.
+
+/// One record of an event file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Unix seconds when the event was written.
+    pub wall_time: f64,
+    /// Training step (global_step) the event belongs to.
+    pub step: i64,
+    /// What the event carries.
+    pub body: EventBody,
+}
+
+/// The payload of an [`Event`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventBody {
+    /// `brain.Event:2`, the first record of files written by TensorFlow-compatible writers.
+    FileVersion(String),
+    /// Summary values (scalars, texts, histograms, ...).
+    Summary(Vec<Value>),
+    /// A payload gpuscope does not decode, by its field name (`graph_def`, `session_log`, ...).
+    Other(&'static str),
+    /// An event with nothing but a time and a step.
+    Empty,
+}
+
+impl EventBody {
+    /// The event's kind as TensorBoard's proto names it (`summary`, `file_version`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventBody::FileVersion(_) => "file_version",
+            EventBody::Summary(_) => "summary",
+            EventBody::Other(name) => name,
+            EventBody::Empty => "empty",
+        }
+    }
+}
+
+/// One tagged value inside a summary event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Value {
+    /// The tag, e.g. `Loss/total`.
+    pub tag: String,
+    /// The data it carries.
+    pub data: ValueData,
+}
+
+/// The data of a summary value, by kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ValueData {
+    /// A scalar, whether stored as `simple_value` or as a rank-0 tensor.
+    Scalar(f64),
+    /// Text (the text plugin), several strings joined by newlines.
+    Text(String),
+    /// A histogram.
+    Histogram(Histogram),
+    /// The custom-scalars plugin's chart layout.
+    CustomScalarsLayout(Vec<ChartGroup>),
+    /// A kind gpuscope lists but does not decode (`image`, `audio`, `tensor`, ...).
+    Other(&'static str),
+}
+
+impl ValueData {
+    /// The kind's name as `gpuscope tb` lists it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ValueData::Scalar(_) => "scalar",
+            ValueData::Text(_) => "text",
+            ValueData::Histogram(_) => "histogram",
+            ValueData::CustomScalarsLayout(_) => "custom_scalars_layout",
+            ValueData::Other(kind) => kind,
+        }
+    }
+}
+
+/// A histogram as TensorBoard stores it: bucket `i` counts values in
+/// `(bucket_limit[i-1], bucket_limit[i]]`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Histogram {
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Number of values.
+    pub num: f64,
+    /// Sum of the values.
+    pub sum: f64,
+    /// Sum of the squared values.
+    pub sum_squares: f64,
+    /// Upper edge of each bucket.
+    pub bucket_limit: Vec<f64>,
+    /// Count in each bucket.
+    pub bucket: Vec<f64>,
+}
+
+impl Histogram {
+    /// Builds a histogram of `values` with `bins` equal-width buckets (at least one).
+    /// Non-finite values are left out.
+    pub fn from_values(values: &[f64], bins: usize) -> Histogram {
+        let finite = || values.iter().copied().filter(|v| v.is_finite());
+        let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+        let (mut num, mut sum, mut sum_squares) = (0.0, 0.0, 0.0);
+        for v in finite() {
+            min = min.min(v);
+            max = max.max(v);
+            num += 1.0;
+            sum += v;
+            sum_squares += v * v;
+        }
+        if num == 0.0 {
+            return Histogram::default();
+        }
+        let bins = bins.max(1);
+        let width = (max - min) / bins as f64;
+        let bucket_limit: Vec<f64> = if width > 0.0 {
+            (1..=bins).map(|i| min + width * i as f64).collect()
+        } else {
+            vec![max]
+        };
+        let mut bucket = vec![0.0; bucket_limit.len()];
+        for v in finite() {
+            let i = if width > 0.0 {
+                (((v - min) / width).ceil() as usize).clamp(1, bins) - 1
+            } else {
+                0
+            };
+            bucket[i] += 1.0;
+        }
+        Histogram {
+            min,
+            max,
+            num,
+            sum,
+            sum_squares,
+            bucket_limit,
+            bucket,
+        }
+    }
+}
+
+/// One group of charts in a custom-scalars layout (a collapsible section in TensorBoard).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChartGroup {
+    /// Section title.
+    pub title: String,
+    /// Charts in the section.
+    pub charts: Vec<MultilineChart>,
+}
+
+/// A chart that plots every scalar tag matching any of its regular expressions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MultilineChart {
+    /// Chart title.
+    pub title: String,
+    /// Regular expressions over tags.
+    pub tag_patterns: Vec<String>,
+}
+
+/// Everything `gpuscope tb` knows about a log directory: its files and one series per
+/// (run, tag), in the order tags first appeared.
+#[derive(Debug, Clone, Default)]
+pub struct LogData {
+    /// Every file read, in reading order.
+    pub files: Vec<FileSummary>,
+    /// One series per (run, tag).
+    pub series: Vec<Series>,
+}
+
+/// What one event file held.
+#[derive(Debug, Clone)]
+pub struct FileSummary {
+    /// Run (directory relative to the log directory, `.` at the top).
+    pub run: String,
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// Records read.
+    pub records: u64,
+    /// Records per event kind (`summary`, `file_version`, `graph_def`, ...).
+    pub event_kinds: std::collections::BTreeMap<&'static str, u64>,
+    /// Byte offset of a truncated last record, if the file ends inside one.
+    pub truncated_at: Option<u64>,
+    /// Why reading stopped early on a damaged record (only when asked to keep going).
+    pub damaged: Option<String>,
+}
+
+/// The values of one tag in one run.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Run the tag belongs to.
+    pub run: String,
+    /// The tag.
+    pub tag: String,
+    /// Kind of its first value (`scalar`, `text`, `histogram`, ...).
+    pub kind: &'static str,
+    /// Number of values.
+    pub count: u64,
+    /// Step of the first value.
+    pub first_step: i64,
+    /// Step of the last value.
+    pub last_step: i64,
+    /// Scalar values, in file order (kept only for the tags asked for).
+    pub points: Vec<Point>,
+    /// Text values, in file order (kept only for the tags asked for).
+    pub texts: Vec<TextPoint>,
+}
+
+/// One scalar value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    /// Training step.
+    pub step: i64,
+    /// Unix seconds.
+    pub wall_time: f64,
+    /// The value.
+    pub value: f64,
+}
+
+/// One text value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextPoint {
+    /// Training step.
+    pub step: i64,
+    /// Unix seconds.
+    pub wall_time: f64,
+    /// The text.
+    pub text: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_counts_every_finite_value_once() {
+        let values = [0.0, 1.0, 2.0, 3.0, 4.0, f64::NAN, 4.0];
+        let h = Histogram::from_values(&values, 4);
+        assert_eq!(h.num, 6.0);
+        assert_eq!(h.bucket.iter().sum::<f64>(), 6.0);
+        assert_eq!(h.bucket_limit, vec![1.0, 2.0, 3.0, 4.0]);
+        // (-inf,1] holds 0 and 1; (3,4] holds both 4s.
+        assert_eq!(h.bucket, vec![2.0, 1.0, 1.0, 2.0]);
+        assert_eq!((h.min, h.max, h.sum), (0.0, 4.0, 14.0));
+    }
+
+    #[test]
+    fn histogram_of_constant_values_has_one_bucket() {
+        let h = Histogram::from_values(&[2.5; 3], 10);
+        assert_eq!(h.bucket_limit, vec![2.5]);
+        assert_eq!(h.bucket, vec![3.0]);
+        assert_eq!(Histogram::from_values(&[], 10), Histogram::default());
+    }
+}

@@ -1,0 +1,258 @@
+//! Renders [`LogData`] for `gpuscope tb`: a tag table or the series of chosen tags as text,
+//! the `gpuscope.tb/1` JSON document, or CSV rows.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::model::tensorboard::{LogData, Series};
+
+/// JSON schema name and version of [`json`]'s output.
+pub const SCHEMA: &str = "gpuscope.tb/1";
+
+/// What the text renderer shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextView {
+    /// One line per tag: kind, count, steps, last value.
+    Tags,
+    /// The points of every series that kept them.
+    Series,
+}
+
+/// The key a series has in JSON: its tag, prefixed by its run for runs below the top.
+pub fn series_key(s: &Series) -> String {
+    if s.run == "." {
+        s.tag.clone()
+    } else {
+        format!("{}/{}", s.run, s.tag)
+    }
+}
+
+/// Text for a terminal `width` columns wide.
+pub fn text(data: &LogData, view: TextView, width: u16, out: &mut dyn Write) -> io::Result<()> {
+    for f in &data.files {
+        writeln!(out, "{} ({} records)", f.path.display(), f.records)?;
+    }
+    let several_runs = data.series.iter().any(|s| s.run != ".");
+    match view {
+        TextView::Tags => {
+            let mut t = super::table(width);
+            let mut header = vec!["tag", "kind", "count", "steps", "last value"];
+            if several_runs {
+                header.insert(0, "run");
+            }
+            t.set_header(header);
+            for s in &data.series {
+                let mut row = vec![
+                    s.tag.clone(),
+                    s.kind.to_owned(),
+                    s.count.to_string(),
+                    format!("{}–{}", s.first_step, s.last_step),
+                    last_value(s),
+                ];
+                if several_runs {
+                    row.insert(0, s.run.clone());
+                }
+                t.add_row(row);
+            }
+            writeln!(out)?;
+            writeln!(out, "{t}")?;
+        }
+        TextView::Series => {
+            for s in data.series.iter().filter(|s| !s.points.is_empty() || !s.texts.is_empty()) {
+                writeln!(out)?;
+                writeln!(out, "{} [{}, run {}, {} values]", s.tag, s.kind, s.run, s.count)?;
+                let mut t = super::table(width);
+                if s.texts.is_empty() {
+                    t.set_header(vec!["step", "wall time", "value"]);
+                    for p in &s.points {
+                        t.add_row(vec![p.step.to_string(), wall(p.wall_time), num(p.value)]);
+                    }
+                } else {
+                    t.set_header(vec!["step", "wall time", "text"]);
+                    for p in &s.texts {
+                        t.add_row(vec![p.step.to_string(), wall(p.wall_time), p.text.clone()]);
+                    }
+                }
+                writeln!(out, "{t}")?;
+            }
+        }
+    }
+    for f in &data.files {
+        if let Some(at) = f.truncated_at {
+            writeln!(
+                out,
+                "note: {} ends inside a record at byte {at} (writer killed or still writing); \
+                 everything before it was read",
+                f.path.display()
+            )?;
+        }
+        if let Some(why) = &f.damaged {
+            writeln!(out, "warning: {why}; later records of that file were skipped")?;
+        }
+    }
+    Ok(())
+}
+
+fn last_value(s: &Series) -> String {
+    if let Some(p) = s.points.last() {
+        num(p.value)
+    } else if let Some(t) = s.texts.last() {
+        let one_line: String = t.text.replace('\n', " ");
+        if one_line.chars().count() > 40 {
+            format!("{}…", one_line.chars().take(39).collect::<String>())
+        } else {
+            one_line
+        }
+    } else {
+        String::new()
+    }
+}
+
+fn num(v: f64) -> String {
+    if v != 0.0 && (v.abs() >= 1e6 || v.abs() < 1e-4) {
+        format!("{v:.6e}")
+    } else {
+        format!("{v:.6}")
+    }
+}
+
+fn wall(t: f64) -> String {
+    chrono::DateTime::from_timestamp(t.floor() as i64, 0)
+        .map(|d| d.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_else(|| format!("{t}"))
+}
+
+#[derive(Serialize)]
+struct JsonDoc<'a> {
+    schema: &'static str,
+    files: Vec<JsonFile<'a>>,
+    tags: BTreeMap<String, JsonSeries<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonFile<'a> {
+    path: String,
+    run: &'a str,
+    records: u64,
+    event_kinds: &'a BTreeMap<&'static str, u64>,
+    truncated_at_byte: Option<u64>,
+    damaged: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct JsonSeries<'a> {
+    run: &'a str,
+    tag: &'a str,
+    kind: &'static str,
+    count: u64,
+    first_step: i64,
+    last_step: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    points: Option<Vec<JsonPoint>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    texts: Option<Vec<JsonText<'a>>>,
+}
+
+#[derive(Serialize)]
+struct JsonPoint {
+    step: i64,
+    wall_time: f64,
+    /// `null` for NaN and infinities, which JSON cannot hold.
+    value: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonText<'a> {
+    step: i64,
+    wall_time: f64,
+    text: &'a str,
+}
+
+/// The `gpuscope.tb/1` JSON document.
+pub fn json(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
+    let doc = JsonDoc {
+        schema: SCHEMA,
+        files: data
+            .files
+            .iter()
+            .map(|f| JsonFile {
+                path: f.path.display().to_string(),
+                run: &f.run,
+                records: f.records,
+                event_kinds: &f.event_kinds,
+                truncated_at_byte: f.truncated_at,
+                damaged: f.damaged.as_deref(),
+            })
+            .collect(),
+        tags: data
+            .series
+            .iter()
+            .map(|s| {
+                let points = (s.kind == "scalar").then(|| {
+                    s.points
+                        .iter()
+                        .map(|p| JsonPoint {
+                            step: p.step,
+                            wall_time: p.wall_time,
+                            value: p.value.is_finite().then_some(p.value),
+                        })
+                        .collect()
+                });
+                let texts = (s.kind == "text").then(|| {
+                    s.texts
+                        .iter()
+                        .map(|p| JsonText {
+                            step: p.step,
+                            wall_time: p.wall_time,
+                            text: &p.text,
+                        })
+                        .collect()
+                });
+                let series = JsonSeries {
+                    run: &s.run,
+                    tag: &s.tag,
+                    kind: s.kind,
+                    count: s.count,
+                    first_step: s.first_step,
+                    last_step: s.last_step,
+                    points,
+                    texts,
+                };
+                (series_key(s), series)
+            })
+            .collect(),
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
+    writeln!(out)
+}
+
+/// CSV rows `run,tag,kind,step,wall_time,value` for every kept scalar and text value.
+pub fn csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
+    let mut w = ::csv::Writer::from_writer(out);
+    w.write_record(["run", "tag", "kind", "step", "wall_time", "value"])?;
+    for s in &data.series {
+        for p in &s.points {
+            w.write_record([
+                s.run.as_str(),
+                &s.tag,
+                s.kind,
+                &p.step.to_string(),
+                &p.wall_time.to_string(),
+                &p.value.to_string(),
+            ])?;
+        }
+        for p in &s.texts {
+            w.write_record([
+                s.run.as_str(),
+                &s.tag,
+                s.kind,
+                &p.step.to_string(),
+                &p.wall_time.to_string(),
+                &p.text,
+            ])?;
+        }
+    }
+    w.flush()
+}

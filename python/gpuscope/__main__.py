@@ -1,0 +1,5 @@
+"""``python -m gpuscope`` is the ``gpuscope`` command."""
+
+from gpuscope.cli import main
+
+main()

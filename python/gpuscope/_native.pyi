@@ -1,0 +1,101 @@
+"""Type stubs of gpuscope's native module (kept by hand; checked by mypy.stubtest)."""
+
+from os import PathLike
+from types import TracebackType
+from typing import Any, TypedDict
+
+__version__: str
+
+class GpuscopeError(Exception):
+    """Base class of every error gpuscope raises."""
+
+class BadInputError(GpuscopeError):
+    """An input file that cannot be used: wrong kind, corrupt, truncated beyond use."""
+
+class WriterError(GpuscopeError):
+    """A writer could not write (disk full, directory removed) or was used after close()."""
+
+class EventWriter:
+    """TensorBoard event writer with SummaryWriter's method names."""
+
+    def __init__(
+        self,
+        log_dir: str | PathLike[str] | None = None,
+        comment: str = "",
+        flush_secs: float = 2.0,
+        filename_suffix: str = "",
+    ) -> None: ...
+    @property
+    def log_dir(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    def get_logdir(self) -> str: ...
+    def add_scalar(
+        self,
+        tag: str,
+        scalar_value: Any,
+        global_step: int | None = None,
+        walltime: float | None = None,
+    ) -> None: ...
+    def add_scalars(
+        self,
+        main_tag: str,
+        tag_scalar_dict: dict[str, Any],
+        global_step: int | None = None,
+        walltime: float | None = None,
+    ) -> None: ...
+    def add_text(
+        self,
+        tag: str,
+        text_string: str,
+        global_step: int | None = None,
+        walltime: float | None = None,
+    ) -> None: ...
+    def _add_histogram_values(
+        self,
+        tag: str,
+        values: list[float],
+        global_step: int | None = None,
+        bins: int = 64,
+        walltime: float | None = None,
+    ) -> None: ...
+    def add_custom_scalars(self, layout: dict[str, dict[str, tuple[str, list[str]]]]) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> EventWriter: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
+
+class EventFileInfo(TypedDict):
+    path: str
+    run: str
+    records: int
+    event_kinds: dict[str, int]
+    truncated_at_byte: int | None
+    damaged: str | None
+
+class TagSeries(TypedDict):
+    run: str
+    tag: str
+    kind: str
+    count: int
+    first_step: int
+    last_step: int
+    steps: list[int]
+    wall_times: list[float]
+    values: list[float] | list[str]
+
+class EventData(TypedDict):
+    files: list[EventFileInfo]
+    tags: dict[str, TagSeries]
+
+def read_events(
+    path: str | PathLike[str],
+    tags: list[str] | None = None,
+    keep_going: bool = False,
+) -> EventData: ...
+def run_cli(argv: list[str]) -> int: ...
