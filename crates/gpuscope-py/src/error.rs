@@ -38,9 +38,7 @@ pub fn to_py(e: gpuscope::Error) -> PyErr {
     use gpuscope::Error;
     let message = e.to_string();
     match e {
-        Error::Io { source, .. } => {
-            PyErr::from(std::io::Error::new(source.kind(), message))
-        }
+        Error::Io { source, .. } => PyErr::from(std::io::Error::new(source.kind(), message)),
         Error::BadInput { .. } => BadInputError::new_err(message),
         Error::InvalidArgument(_) => pyo3::exceptions::PyValueError::new_err(message),
         Error::WriterStopped { .. } => WriterError::new_err(message),

@@ -54,7 +54,9 @@ impl PyEventWriter {
         filename_suffix: &str,
     ) -> PyResult<Self> {
         if !(flush_secs.is_finite() && flush_secs > 0.0) {
-            return Err(PyValueError::new_err("flush_secs must be a positive number"));
+            return Err(PyValueError::new_err(
+                "flush_secs must be a positive number",
+            ));
         }
         let log_dir = log_dir.unwrap_or_else(|| tfevents::writer::default_log_dir(comment));
         let options = WriterOptions {
@@ -62,7 +64,9 @@ impl PyEventWriter {
             filename_suffix: filename_suffix.to_owned(),
             ..WriterOptions::default()
         };
-        let writer = py.detach(|| EventWriter::create(log_dir, options)).py_err()?;
+        let writer = py
+            .detach(|| EventWriter::create(log_dir, options))
+            .py_err()?;
         Ok(PyEventWriter {
             inner: Some(writer),
         })
@@ -162,7 +166,8 @@ impl PyEventWriter {
                         "chart {chart_title}: expected ['Multiline', [tag regex, ...]]"
                     )));
                 };
-                let (kind, patterns): (String, Vec<String>) = (kind.extract()?, patterns.extract()?);
+                let (kind, patterns): (String, Vec<String>) =
+                    (kind.extract()?, patterns.extract()?);
                 if kind != "Multiline" {
                     return Err(PyValueError::new_err(format!(
                         "chart {chart_title}: only 'Multiline' charts are supported, not {kind:?}"
@@ -197,7 +202,11 @@ impl PyEventWriter {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&mut self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+    fn __exit__(
+        &mut self,
+        py: Python<'_>,
+        _exc: &Bound<'_, pyo3::types::PyTuple>,
+    ) -> PyResult<bool> {
         self.close(py)?;
         Ok(false)
     }
@@ -244,12 +253,24 @@ fn read_events<'py>(
         d.set_item("last_step", s.last_step)?;
         if s.texts.is_empty() {
             d.set_item("steps", s.points.iter().map(|p| p.step).collect::<Vec<_>>())?;
-            d.set_item("wall_times", s.points.iter().map(|p| p.wall_time).collect::<Vec<_>>())?;
-            d.set_item("values", s.points.iter().map(|p| p.value).collect::<Vec<_>>())?;
+            d.set_item(
+                "wall_times",
+                s.points.iter().map(|p| p.wall_time).collect::<Vec<_>>(),
+            )?;
+            d.set_item(
+                "values",
+                s.points.iter().map(|p| p.value).collect::<Vec<_>>(),
+            )?;
         } else {
             d.set_item("steps", s.texts.iter().map(|p| p.step).collect::<Vec<_>>())?;
-            d.set_item("wall_times", s.texts.iter().map(|p| p.wall_time).collect::<Vec<_>>())?;
-            d.set_item("values", s.texts.iter().map(|p| p.text.as_str()).collect::<Vec<_>>())?;
+            d.set_item(
+                "wall_times",
+                s.texts.iter().map(|p| p.wall_time).collect::<Vec<_>>(),
+            )?;
+            d.set_item(
+                "values",
+                s.texts.iter().map(|p| p.text.as_str()).collect::<Vec<_>>(),
+            )?;
         }
         series.set_item(series_key(s), d)?;
     }

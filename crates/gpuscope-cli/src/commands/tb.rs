@@ -7,12 +7,13 @@ use crate::args::{TbArgs, TbFormat};
 use crate::{output, Failure};
 
 pub fn run(args: TbArgs) -> Result<(), Failure> {
-    // Listing tags keeps no values; JSON and CSV keep every tag's unless --tag narrows them.
-    let keep_points = match (args.tags, args.tag.is_empty(), args.format) {
-        (true, _, _) => Some(Vec::new()),
-        (false, false, _) => Some(args.tag.clone()),
-        (false, true, TbFormat::Text) => None,
-        (false, true, _) => None,
+    // --tags keeps no values; --tag keeps only those tags'; otherwise keep everything.
+    let keep_points = if args.tags {
+        Some(Vec::new())
+    } else if args.tag.is_empty() {
+        None
+    } else {
+        Some(args.tag.clone())
     };
     let options = LoadOptions {
         keep_points,

@@ -68,7 +68,7 @@ impl ValueData {
             ValueData::Scalar(_) => "scalar",
             ValueData::Text(_) => "text",
             ValueData::Histogram(_) => "histogram",
-            ValueData::CustomScalarsLayout(_) => "custom_scalars_layout",
+            ValueData::CustomScalarsLayout(_) => "custom_scalars",
             ValueData::Other(kind) => kind,
         }
     }

@@ -37,11 +37,18 @@ pub fn text(data: &LogData, view: TextView, width: u16, out: &mut dyn Write) -> 
     let several_runs = data.series.iter().any(|s| s.run != ".");
     match view {
         TextView::Tags => {
-            let mut t = super::table(width);
-            let mut header = vec!["tag", "kind", "count", "steps", "last value"];
+            let with_values = data
+                .series
+                .iter()
+                .any(|s| !s.points.is_empty() || !s.texts.is_empty());
+            let mut header = vec!["tag", "kind", "count", "steps"];
+            if with_values {
+                header.push("last value");
+            }
             if several_runs {
                 header.insert(0, "run");
             }
+            let mut t = super::table(width);
             t.set_header(header);
             for s in &data.series {
                 let mut row = vec![
@@ -49,28 +56,46 @@ pub fn text(data: &LogData, view: TextView, width: u16, out: &mut dyn Write) -> 
                     s.kind.to_owned(),
                     s.count.to_string(),
                     format!("{}–{}", s.first_step, s.last_step),
-                    last_value(s),
                 ];
+                if with_values {
+                    row.push(last_value(s));
+                }
                 if several_runs {
                     row.insert(0, s.run.clone());
                 }
                 t.add_row(row);
             }
+            // Tags take the room that is left and wrap; every other column keeps its
+            // content on one line (values are shortened to fit, see `last_value`).
+            let tag_column = usize::from(several_runs);
+            for (i, column) in t.column_iter_mut().enumerate() {
+                if i != tag_column {
+                    column.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+                }
+            }
             writeln!(out)?;
             writeln!(out, "{t}")?;
         }
         TextView::Series => {
-            for s in data.series.iter().filter(|s| !s.points.is_empty() || !s.texts.is_empty()) {
+            for s in data
+                .series
+                .iter()
+                .filter(|s| !s.points.is_empty() || !s.texts.is_empty())
+            {
                 writeln!(out)?;
-                writeln!(out, "{} [{}, run {}, {} values]", s.tag, s.kind, s.run, s.count)?;
+                writeln!(
+                    out,
+                    "{} [{}, run {}, {} values]",
+                    s.tag, s.kind, s.run, s.count
+                )?;
                 let mut t = super::table(width);
                 if s.texts.is_empty() {
-                    t.set_header(vec!["step", "wall time", "value"]);
+                    t.set_header(vec!["step", "wall time (UTC)", "value"]);
                     for p in &s.points {
                         t.add_row(vec![p.step.to_string(), wall(p.wall_time), num(p.value)]);
                     }
                 } else {
-                    t.set_header(vec!["step", "wall time", "text"]);
+                    t.set_header(vec!["step", "wall time (UTC)", "text"]);
                     for p in &s.texts {
                         t.add_row(vec![p.step.to_string(), wall(p.wall_time), p.text.clone()]);
                     }
@@ -89,7 +114,10 @@ pub fn text(data: &LogData, view: TextView, width: u16, out: &mut dyn Write) -> 
             )?;
         }
         if let Some(why) = &f.damaged {
-            writeln!(out, "warning: {why}; later records of that file were skipped")?;
+            writeln!(
+                out,
+                "warning: {why}; later records of that file were skipped"
+            )?;
         }
     }
     Ok(())
@@ -100,8 +128,8 @@ fn last_value(s: &Series) -> String {
         num(p.value)
     } else if let Some(t) = s.texts.last() {
         let one_line: String = t.text.replace('\n', " ");
-        if one_line.chars().count() > 40 {
-            format!("{}…", one_line.chars().take(39).collect::<String>())
+        if one_line.chars().count() > 16 {
+            format!("{}…", one_line.chars().take(15).collect::<String>())
         } else {
             one_line
         }
@@ -110,11 +138,13 @@ fn last_value(s: &Series) -> String {
     }
 }
 
+/// A value to 7 significant digits (what a float32 scalar holds), shortest form.
 fn num(v: f64) -> String {
-    if v != 0.0 && (v.abs() >= 1e6 || v.abs() < 1e-4) {
-        format!("{v:.6e}")
+    let rounded: f64 = format!("{v:.6e}").parse().unwrap_or(v);
+    if rounded != 0.0 && (rounded.abs() >= 1e9 || rounded.abs() < 1e-5) {
+        format!("{rounded:e}")
     } else {
-        format!("{v:.6}")
+        format!("{rounded}")
     }
 }
 

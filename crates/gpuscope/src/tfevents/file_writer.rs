@@ -117,9 +117,12 @@ impl EventFileWriter {
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
         let mut first = Vec::new();
-        record::write_record(&mut first, &encode::file_version(now_unix()).encode_to_vec())
-            .and_then(|()| file.write_all(&first))
-            .map_err(|e| Error::io(&path, e))?;
+        record::write_record(
+            &mut first,
+            &encode::file_version(now_unix()).encode_to_vec(),
+        )
+        .and_then(|()| file.write_all(&first))
+        .map_err(|e| Error::io(&path, e))?;
 
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -151,10 +154,13 @@ impl EventFileWriter {
     /// Queues one event. Fails once the file could not be written, or after close.
     pub fn write(&self, event: &proto::Event) -> Result<()> {
         let mut state = self.shared.lock();
-        while state.pending.len() >= self.queue_bytes && state.failure.is_none() && !state.closing
-        {
+        while state.pending.len() >= self.queue_bytes && state.failure.is_none() && !state.closing {
             self.shared.work.notify_one();
-            state = self.shared.done.wait(state).unwrap_or_else(|p| p.into_inner());
+            state = self
+                .shared
+                .done
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
         }
         self.usable(&state)?;
         append_record(&mut state.pending, event);
@@ -174,20 +180,23 @@ impl EventFileWriter {
         let ticket = state.flushes_requested;
         self.shared.work.notify_one();
         while state.flushes_done < ticket && state.failure.is_none() {
-            state = self.shared.done.wait(state).unwrap_or_else(|p| p.into_inner());
+            state = self
+                .shared
+                .done
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
         }
         self.usable(&state)
     }
 
     /// Flushes, stops the thread and closes the file. Idempotent.
     pub fn close(&mut self) -> Result<()> {
-        let Some(thread) = self.thread.take() else {
-            return self.usable(&self.shared.lock());
-        };
-        self.shared.lock().closing = true;
-        self.shared.work.notify_one();
-        if thread.join().is_err() {
-            return Err(self.stopped("its thread panicked"));
+        if let Some(thread) = self.thread.take() {
+            self.shared.lock().closing = true;
+            self.shared.work.notify_one();
+            if thread.join().is_err() {
+                return Err(self.stopped("its thread panicked"));
+            }
         }
         match self.shared.lock().failure.clone() {
             Some(why) => Err(self.stopped(&why)),

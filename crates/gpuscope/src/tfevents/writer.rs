@@ -47,7 +47,13 @@ impl EventWriter {
     }
 
     /// One scalar; `wall_time` defaults to now.
-    pub fn add_scalar(&self, tag: &str, value: f64, step: i64, wall_time: Option<f64>) -> Result<()> {
+    pub fn add_scalar(
+        &self,
+        tag: &str,
+        value: f64,
+        step: i64,
+        wall_time: Option<f64>,
+    ) -> Result<()> {
         let t = wall_time.unwrap_or_else(now_unix);
         self.main.write(&encode::scalar(tag, value, step, t))
     }

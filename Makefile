@@ -1,0 +1,67 @@
+# gpuscope's one entry point for people and CI. `make help` lists the targets.
+# Everything installs into .venv from the registries; nothing needs to be installed by hand
+# beyond Rust, Python 3.11 and make.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum < requirements-dev.txt | cut -d' ' -f1)
+DEMO_DIR := demo-run
+SHARED := ../shared/data
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	rm -f $(VENV)/.installed-* && touch $@
+
+setup: $(STAMP) ## create .venv with torch, tensorboard, maturin, pytest (once)
+
+build: setup ## build the engine, the CLI and the Python package (release)
+	cargo build --release -p gpuscope-cli
+	$(VENV)/bin/maturin develop --release --quiet
+
+demo: build ## train a tiny model on CPU, then read what it wrote with gpuscope
+	rm -rf $(DEMO_DIR)
+	GPUSCOPE_RUN_DIR=$(DEMO_DIR) $(PY) examples/tiny_train.py
+	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/tensorboard
+	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/tensorboard --tag Loss/total | tail -n 8
+	@echo
+	@echo "A real file from another tool (torch.utils.tensorboard on an A100 cluster):"
+	$(VENV)/bin/gpuscope tb $(SHARED)/tfevents/pytorch_unet__events.out.tfevents.1738277380.wn44.22511.0 --tags
+
+test: build test-rs test-py lint ## set everything up and run every test and check
+
+test-rs: ## Rust unit and integration tests
+	cargo test --workspace --exclude gpuscope-py
+
+test-py: build ## Python tests (pytest)
+	$(PY) -m pytest -q tests
+
+lint: setup ## formatting, clippy, type stubs
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff format --check python tests bench examples
+	$(VENV)/bin/ruff check python tests bench examples
+	$(VENV)/bin/mypy
+	$(PY) -m mypy.stubtest gpuscope._native
+
+fmt: setup ## format Rust and Python sources
+	cargo fmt --all
+	$(VENV)/bin/ruff format python tests bench examples
+
+bench: build ## side-by-side benchmarks against the tools people use today
+	bash bench/run.sh
+
+clean: ## remove build outputs and the demo run (keeps .venv)
+	cargo clean
+	rm -rf $(DEMO_DIR)
+
+.PHONY: help setup build demo test test-rs test-py lint fmt bench clean

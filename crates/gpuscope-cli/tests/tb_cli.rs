@@ -1,0 +1,133 @@
+//! `gpuscope tb` as a user runs it: output on real files, exit codes and error lines on bad
+//! input.
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+
+fn shared(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel)
+}
+
+const UNET: &str = "tfevents/pytorch_unet__events.out.tfevents.1738277380.wn44.22511.0";
+
+fn gpuscope() -> Command {
+    Command::cargo_bin("gpuscope").unwrap()
+}
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn tag_table_fits_80_columns() {
+    let out = gpuscope().arg("tb").arg(shared(UNET)).output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Training loss"));
+    assert!(text.contains("IoU (avg on test)"));
+    for line in text.lines().filter(|l| !l.contains("tfevents")) {
+        assert!(line.chars().count() <= 80, "too wide: {line:?}");
+    }
+}
+
+#[test]
+fn json_follows_the_contract() {
+    let out = gpuscope()
+        .args(["tb", "--format", "json"])
+        .arg(shared(UNET))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "gpuscope.tb/1");
+    assert_eq!(doc["files"].as_array().unwrap().len(), 1);
+    let loss = &doc["tags"]["Training loss"];
+    assert_eq!(loss["kind"], "scalar");
+    let points = loss["points"].as_array().unwrap();
+    assert_eq!(points.len(), 50);
+    // First value as TensorBoard's reader reports it (reference.json), at float32 precision.
+    assert_eq!(points[0]["step"], 0);
+    assert_eq!(points[0]["value"].as_f64().unwrap() as f32, 0.367_077_5_f32);
+    assert!(points[0]["wall_time"].as_f64().unwrap() > 1.7e9);
+    let text = &doc["tags"]["Total time/text_summary"];
+    assert_eq!(text["kind"], "text");
+    assert!(!text["texts"][0]["text"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn csv_of_one_tag() {
+    let out = gpuscope()
+        .args(["tb", "--format", "csv", "--tag", "Epoch time"])
+        .arg(shared(UNET))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<_> = text.lines().collect();
+    assert_eq!(lines[0], "run,tag,kind,step,wall_time,value");
+    assert_eq!(lines.len(), 1 + 50);
+    assert!(lines[1].starts_with(".,Epoch time,scalar,0,"));
+}
+
+#[test]
+fn missing_path_is_one_error_line_and_exit_2() {
+    let out = gpuscope()
+        .args(["tb", "/nonexistent/run"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: /nonexistent/run: "), "{err}");
+    assert!(err.contains("(check the path)"), "{err}");
+}
+
+#[test]
+fn wrong_kind_of_file_is_one_error_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("events.out.tfevents.0.host.1.0");
+    std::fs::write(&fake, "{\"traceEvents\": []}").unwrap();
+    let out = gpuscope().arg("tb").arg(&fake).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not a TensorBoard event file"), "{err}");
+}
+
+#[test]
+fn unknown_tag_says_how_to_list_tags() {
+    let out = gpuscope()
+        .args(["tb", "--tag", "nope"])
+        .arg(shared(UNET))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("--tags"));
+}
+
+#[test]
+fn pending_subcommands_say_so() {
+    for sub in ["report", "trace", "snapshot", "monitor", "run", "nsys"] {
+        let out = gpuscope().args([sub, "x"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{sub}");
+        assert!(stderr_of(&out).contains("not implemented yet"), "{sub}");
+        assert!(out.stdout.is_empty(), "{sub}");
+    }
+}
+
+#[test]
+fn help_and_version() {
+    let out = gpuscope().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("Examples:"));
+    let out = gpuscope().args(["tb", "--help"]).output().unwrap();
+    assert!(String::from_utf8(out.stdout).unwrap().contains("--format"));
+    let out = gpuscope().arg("--version").output().unwrap();
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .starts_with(concat!("gpuscope ", env!("CARGO_PKG_VERSION"))));
+}
