@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import gpuscope
 import torch
 from torch import nn
-
-import gpuscope
 
 ITERATIONS = 300
 ENTROPY_FROM, SMOOTHNESS_FROM = 100, 200

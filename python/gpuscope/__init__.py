@@ -10,12 +10,16 @@ from gpuscope._native import (
     WriterError,
     __version__,
 )
+from gpuscope._types import EventData, EventFileInfo, TagSeries
 from gpuscope.events import EventWriter, read_events
 
 __all__ = [
     "BadInputError",
+    "EventData",
+    "EventFileInfo",
     "EventWriter",
     "GpuscopeError",
+    "TagSeries",
     "WriterError",
     "__version__",
     "read_events",

@@ -2,8 +2,21 @@
 
 from os import PathLike
 from types import TracebackType
-from typing import Any, TypedDict
+from typing import Any, Self
 
+from typing_extensions import disjoint_base
+
+from gpuscope._types import EventData
+
+__all__ = [
+    "__version__",
+    "GpuscopeError",
+    "BadInputError",
+    "WriterError",
+    "EventWriter",
+    "read_events",
+    "run_cli",
+]
 __version__: str
 
 class GpuscopeError(Exception):
@@ -15,16 +28,17 @@ class BadInputError(GpuscopeError):
 class WriterError(GpuscopeError):
     """A writer could not write (disk full, directory removed) or was used after close()."""
 
+@disjoint_base
 class EventWriter:
     """TensorBoard event writer with SummaryWriter's method names."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         log_dir: str | PathLike[str] | None = None,
         comment: str = "",
         flush_secs: float = 2.0,
         filename_suffix: str = "",
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def log_dir(self) -> str: ...
     @property
@@ -62,36 +76,13 @@ class EventWriter:
     def add_custom_scalars(self, layout: dict[str, dict[str, tuple[str, list[str]]]]) -> None: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
-    def __enter__(self) -> EventWriter: ...
+    def __enter__(self) -> Self: ...
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool: ...
-
-class EventFileInfo(TypedDict):
-    path: str
-    run: str
-    records: int
-    event_kinds: dict[str, int]
-    truncated_at_byte: int | None
-    damaged: str | None
-
-class TagSeries(TypedDict):
-    run: str
-    tag: str
-    kind: str
-    count: int
-    first_step: int
-    last_step: int
-    steps: list[int]
-    wall_times: list[float]
-    values: list[float] | list[str]
-
-class EventData(TypedDict):
-    files: list[EventFileInfo]
-    tags: dict[str, TagSeries]
 
 def read_events(
     path: str | PathLike[str],
