@@ -9,11 +9,11 @@ from typing_extensions import disjoint_base
 from gpuscope._types import EventData
 
 __all__ = [
-    "__version__",
-    "GpuscopeError",
     "BadInputError",
-    "WriterError",
     "EventWriter",
+    "GpuscopeError",
+    "WriterError",
+    "__version__",
     "read_events",
     "run_cli",
 ]
