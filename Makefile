@@ -37,13 +37,16 @@ demo: build ## train a tiny model on CPU, then read what it wrote with gpuscope
 	@echo "A real file from another tool (torch.utils.tensorboard on an A100 cluster):"
 	$(VENV)/bin/gpuscope tb $(SHARED)/tfevents/pytorch_unet__events.out.tfevents.1738277380.wn44.22511.0 --tags
 
-test: build test-rs test-py lint ## set everything up and run every test and check
+test: build test-rs test-py lint test-install ## set everything up and run every test and check
 
 test-rs: ## Rust unit and integration tests
 	cargo test --workspace --exclude gpuscope-py
 
 test-py: build ## Python tests (pytest)
 	$(PY) -m pytest -q tests
+
+test-install: ## `pip install .` and `cargo install` into throwaway places, then run them
+	PYTHON=$(PYTHON) bash scripts/check-install.sh
 
 lint: setup ## formatting, clippy, type stubs
 	cargo fmt --all -- --check
@@ -64,4 +67,4 @@ clean: ## remove build outputs and the demo run (keeps .venv)
 	cargo clean
 	rm -rf $(DEMO_DIR)
 
-.PHONY: help setup build demo test test-rs test-py lint fmt bench clean
+.PHONY: help setup build demo test test-rs test-py test-install lint fmt bench clean
