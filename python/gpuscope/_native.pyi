@@ -88,5 +88,10 @@ def read_events(
     path: str | PathLike[str],
     tags: list[str] | None = None,
     keep_going: bool = False,
-) -> EventData: ...
+) -> EventData:
+    """Reads an event file or a log directory (each sub-directory is a run).
+
+    With ``tags``, only those tags are returned (``KeyError`` if one is found nowhere).
+    With ``keep_going``, a damaged record ends that file instead of raising.
+    """
 def run_cli(argv: list[str]) -> int: ...

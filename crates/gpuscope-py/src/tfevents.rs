@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -212,7 +212,8 @@ impl PyEventWriter {
     }
 }
 
-/// Reads an event file or log directory into plain Python data:
+/// Reads an event file or log directory into plain Python data (only `tags`, when given;
+/// `KeyError` if one of them is nowhere):
 /// `{"files": [{"path", "run", "records", "event_kinds", "truncated_at_byte", "damaged"}],
 ///   "tags": {key: {"run", "tag", "kind", "count", "first_step", "last_step",
 ///                  "steps", "wall_times", "values"}}}` (values are texts for text tags).
@@ -225,16 +226,26 @@ fn read_events<'py>(
     keep_going: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let options = LoadOptions {
-        keep_points: tags,
+        keep_points: tags.clone(),
         keep_going,
     };
-    let data = py
+    let mut data = py
         .detach(|| tfevents::load_log_dir(&path, &options, &mut |_, _| {}))
         .py_err()?;
+    if let Some(tags) = &tags {
+        let missing = data.select_tags(tags);
+        if !missing.is_empty() {
+            return Err(PyKeyError::new_err(format!(
+                "{}: no tag {}",
+                path.display(),
+                missing.join(", ")
+            )));
+        }
+    }
     let files = PyList::empty(py);
     for f in &data.files {
         let d = PyDict::new(py);
-        d.set_item("path", &f.path)?;
+        d.set_item("path", f.path.to_string_lossy())?;
         d.set_item("run", &f.run)?;
         d.set_item("records", f.records)?;
         d.set_item("event_kinds", f.event_kinds.clone())?;

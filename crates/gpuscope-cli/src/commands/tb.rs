@@ -19,9 +19,9 @@ pub fn run(args: TbArgs) -> Result<(), Failure> {
         keep_points,
         keep_going: args.keep_going,
     };
-    let data = load_log_dir(&args.path, &options, &mut output::progress("reading"))?;
-    for wanted in &args.tag {
-        if !data.series.iter().any(|s| &s.tag == wanted) {
+    let mut data = load_log_dir(&args.path, &options, &mut output::progress("reading"))?;
+    if !args.tag.is_empty() {
+        if let Some(wanted) = data.select_tags(&args.tag).first() {
             return Err(Failure::Usage(format!(
                 "{}: no tag {wanted:?} (run `gpuscope tb {} --tags` to list them)",
                 args.path.display(),

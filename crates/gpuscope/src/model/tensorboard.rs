@@ -167,6 +167,19 @@ pub struct LogData {
     pub series: Vec<Series>,
 }
 
+impl LogData {
+    /// Keeps only the series of `tags` (in every run); returns the tags found nowhere.
+    pub fn select_tags(&mut self, tags: &[String]) -> Vec<String> {
+        let missing = tags
+            .iter()
+            .filter(|t| !self.series.iter().any(|s| &s.tag == *t))
+            .cloned()
+            .collect();
+        self.series.retain(|s| tags.contains(&s.tag));
+        missing
+    }
+}
+
 /// What one event file held.
 #[derive(Debug, Clone)]
 pub struct FileSummary {

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs gpuscope's benchmarks with the repository's venv (called by `make bench`).
+# Options: BENCH_WRITE_ARGS / BENCH_READ_ARGS (passed to each script), e.g.
+#   BENCH_WRITE_ARGS="--n 50000 --repeat 3" bench/run.sh
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+python="${PYTHON:-$repo/.venv/bin/python}"
+cd "$repo"
+
+if [[ ! -x "$python" ]]; then
+    echo "no venv python at $python (set PYTHON=...)" >&2
+    exit 1
+fi
+
+echo "== building the release CLI (cargo build --release -p gpuscope-cli)"
+cargo build --release -p gpuscope-cli
+
+echo "== machine"
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "cpus: $(nproc) x $(lscpu | sed -n 's/^Model name: *//p')"
+echo "ram:  $(free -g | awk '/^Mem:/ {print $2 " GiB"}')"
+"$python" -c 'import sys, gpuscope, torch, tensorboard, tbparse; print(f"python {sys.version.split()[0]}, gpuscope {gpuscope.__version__}, torch {torch.__version__}, tensorboard {tensorboard.__version__}, tbparse {tbparse.__version__}")'
+
+echo
+echo "== bench_tb_write.py ${BENCH_WRITE_ARGS:-}"
+# shellcheck disable=SC2086
+"$python" bench/bench_tb_write.py ${BENCH_WRITE_ARGS:-}
+
+echo
+echo "== bench_tb_read.py ${BENCH_READ_ARGS:-}"
+# shellcheck disable=SC2086
+"$python" bench/bench_tb_read.py ${BENCH_READ_ARGS:-}
