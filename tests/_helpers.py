@@ -1,0 +1,119 @@
+"""Helpers shared by the test modules (plain functions; the fixtures are in conftest.py).
+
+Nothing here uses gpuscope to judge gpuscope: record boundaries are found by parsing the
+TFRecord framing directly, and event files are read back with TensorBoard's own reader.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# The shared data sits next to the repository: <repo>/../shared/data.
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+TFEVENTS_DATA = SHARED_DATA / "tfevents"
+
+# Runs the pip-installed command: runner(via, *args, **subprocess_kwargs), via being
+# "module" (python -m gpuscope) or "script" (the console script).
+CliRunner = Callable[..., "subprocess.CompletedProcess[str]"]
+
+# Bytes of TFRecord framing: u64 length + u32 masked CRC before the data, u32 CRC after.
+HEADER_LEN = 12
+FOOTER_LEN = 4
+
+# Every kind of data EventAccumulator keeps, with 0 = keep everything.
+SIZE_GUIDANCE_ALL = {
+    "compressedHistograms": 0,
+    "distributions": 0,
+    "images": 0,
+    "audio": 0,
+    "scalars": 0,
+    "histograms": 0,
+    "tensors": 0,
+}
+
+
+def f32(value: float) -> float:
+    """``value`` rounded to float32, as TensorBoard's ``simple_value`` stores it."""
+    return float(np.float32(value))
+
+
+def record_spans(path: Path) -> tuple[list[tuple[int, int]], int | None]:
+    """(start, end) byte offsets of every complete record of a TFRecord file, and the
+    offset where an incomplete last record starts (``None`` if the file ends cleanly).
+    Reads the framing only; checksums are not verified."""
+    data = Path(path).read_bytes()
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    while offset < len(data):
+        if offset + HEADER_LEN > len(data):
+            return spans, offset
+        (length,) = struct.unpack_from("<Q", data, offset)
+        end = offset + HEADER_LEN + length + FOOTER_LEN
+        if end > len(data):
+            return spans, offset
+        spans.append((offset, end))
+        offset = end
+    return spans, None
+
+
+def event_files(directory: Path) -> list[Path]:
+    """Every event file below ``directory``."""
+    return sorted(p for p in Path(directory).rglob("*") if "tfevents" in p.name)
+
+
+def only_event_file(directory: Path) -> Path:
+    """The single event file directly in ``directory``."""
+    files = [p for p in Path(directory).iterdir() if "tfevents" in p.name]
+    assert len(files) == 1, files
+    return files[0]
+
+
+def accumulator(run_dir: Path) -> Any:
+    """TensorBoard's EventAccumulator over one run directory, loaded, keeping everything."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance=SIZE_GUIDANCE_ALL)
+    acc.Reload()
+    return acc
+
+
+def tbparse_reader(log_dir: Path) -> Any:
+    """A tbparse SummaryReader over ``log_dir`` (recursive, with run dirs and wall times)."""
+    from tbparse import SummaryReader
+
+    return SummaryReader(str(log_dir), extra_columns={"dir_name", "wall_time"})
+
+
+def tbparse_frame(log_dir: Path, kind: str) -> Any:
+    """tbparse's DataFrame of one kind (``scalars``, ``text``, ``histograms``, ...).
+    tbparse trips over pandas deprecations; those warnings are not ours to judge."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return getattr(tbparse_reader(log_dir), kind)
+
+
+def console_script() -> Path | None:
+    """The pip-installed ``gpuscope`` command of this interpreter's environment."""
+    beside = Path(sys.executable).parent / "gpuscope"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("gpuscope")
+    return Path(found) if found else None
+
+
+def run(cmd: list[str], timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Runs ``cmd`` to completion, capturing text output."""
+    return subprocess.run(
+        cmd, check=False, capture_output=True, text=True, timeout=timeout, **kwargs
+    )
