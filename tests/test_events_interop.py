@@ -90,7 +90,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             w.add_scalars(SCALARS_MAIN_TAG, values, step, WALL + 100 + step)
         for step, text in TEXTS:
             w.add_text("notes", text, step)
-        w.add_histogram("weights/torch", HIST_TORCH, 1)
+        w.add_histogram("weights/torch", HIST_TORCH, 1, bins=64)
         w.add_histogram("weights/numpy", HIST_NUMPY, 2, bins=5)
         w.add_custom_scalars(LAYOUT)
     after = time.time()
@@ -171,6 +171,23 @@ def _check_histogram(hist: Any, values: np.ndarray, bins: int) -> None:
     assert list(hist.bucket) == list(np.bincount(index, minlength=bins).astype(float))
 
 
+def test_default_histogram_buckets_are_tensorflows(tmp_path: Path) -> None:
+    """The default, like SummaryWriter's, uses TensorFlow's exponential bucket edges."""
+    values = np.random.default_rng(3).normal(size=2000)
+    with gpuscope.EventWriter(tmp_path) as w:
+        w.add_histogram("h", values, 0)
+    (event,) = accumulator(tmp_path).Histograms("h")
+    hist = event.histogram_value
+    with SummaryWriter(str(tmp_path / "sw")) as sw:
+        edges = set(sw.default_bins)  # the edges SummaryWriter uses for bins="tensorflow"
+    assert all(limit in edges for limit in hist.bucket_limit[:-1])
+    assert hist.num == len(values) and sum(hist.bucket) == len(values)
+    limits = np.asarray(hist.bucket_limit)
+    index = np.minimum(np.searchsorted(limits, values, side="left"), len(limits) - 1)
+    assert list(hist.bucket) == list(np.bincount(index, minlength=len(limits)).astype(float))
+    assert hist.bucket[0] > 0 and hist.bucket[-1] > 0
+
+
 def test_histograms_from_tensor_and_array(written: dict[str, Any]) -> None:
     acc = accumulator(written["dir"])
     assert set(acc.Tags()["histograms"]) == {"weights/torch", "weights/numpy"}
@@ -216,10 +233,18 @@ def test_custom_scalars_layout(written: dict[str, Any], tmp_path: Path) -> None:
     assert layout == _layout_of(tmp_path)
 
 
-def test_custom_scalars_rejects_unsupported_chart_kind(tmp_path: Path) -> None:
+def test_margin_charts_match_summarywriter(tmp_path: Path) -> None:
     margin: dict[str, dict[str, Any]] = {"G": {"m": ["Margin", ["x", "lo", "hi"]]}}
-    with gpuscope.EventWriter(tmp_path) as w, pytest.raises(ValueError, match="Multiline"):
+    with gpuscope.EventWriter(tmp_path / "ours") as w:
         w.add_custom_scalars(margin)
+    with SummaryWriter(str(tmp_path / "theirs")) as sw:
+        sw.add_custom_scalars(margin)
+    assert _layout_of(tmp_path / "ours") == _layout_of(tmp_path / "theirs")
+
+
+def test_custom_scalars_rejects_unknown_chart_kind(tmp_path: Path) -> None:
+    with gpuscope.EventWriter(tmp_path) as w, pytest.raises(ValueError, match="Multiline"):
+        w.add_custom_scalars({"G": {"m": ["Pie", ["x"]]}})
 
 
 def test_non_finite_scalars(tmp_path: Path, run_cli: CliRunner) -> None:

@@ -1,5 +1,6 @@
 """Type stubs of gpuscope's native module (kept by hand; checked by mypy.stubtest)."""
 
+from collections.abc import Mapping, Sequence
 from os import PathLike
 from types import TracebackType
 from typing import Any, Self
@@ -36,6 +37,7 @@ class EventWriter:
         cls,
         log_dir: str | PathLike[str] | None = None,
         comment: str = "",
+        max_queue: int = 10,
         flush_secs: float = 2.0,
         filename_suffix: str = "",
     ) -> Self: ...
@@ -50,6 +52,8 @@ class EventWriter:
         scalar_value: Any,
         global_step: int | None = None,
         walltime: float | None = None,
+        new_style: bool = False,
+        double_precision: bool = False,
     ) -> None: ...
     def add_scalars(
         self,
@@ -70,10 +74,10 @@ class EventWriter:
         tag: str,
         values: list[float],
         global_step: int | None = None,
-        bins: int = 64,
+        bins: int | str | None = None,
         walltime: float | None = None,
     ) -> None: ...
-    def add_custom_scalars(self, layout: dict[str, dict[str, tuple[str, list[str]]]]) -> None: ...
+    def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Sequence[Any]]]) -> None: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
     def __enter__(self) -> Self: ...
@@ -94,4 +98,5 @@ def read_events(
     With ``tags``, only those tags are returned (``KeyError`` if one is found nowhere).
     With ``keep_going``, a damaged record ends that file instead of raising.
     """
+
 def run_cli(argv: list[str]) -> int: ...

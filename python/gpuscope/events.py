@@ -38,11 +38,10 @@ class EventWriter(_native.EventWriter):
         tag: str,
         values: Any,
         global_step: int | None = None,
-        bins: int = 64,
+        bins: int | str = "tensorflow",
         walltime: float | None = None,
     ) -> None:
-        """Histogram of a tensor, a numpy array or a sequence of numbers (``bins``
-        equal-width buckets; non-finite values are left out)."""
-        if not isinstance(bins, int):
-            raise TypeError("bins must be an int (a number of equal-width buckets)")
+        """Histogram of a tensor, a numpy array or a sequence of numbers. ``bins`` is
+        ``"tensorflow"`` (TensorFlow's exponential buckets, SummaryWriter's default) or a
+        number of equal-width buckets; non-finite values are left out."""
         self._add_histogram_values(tag, _flat_floats(values), global_step, bins, walltime)

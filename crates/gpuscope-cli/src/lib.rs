@@ -24,10 +24,22 @@ where
 {
     let cli = match args::Cli::try_parse_from(argv) {
         Ok(cli) => cli,
-        Err(e) => {
-            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
+        Err(e) if !e.use_stderr() => {
+            // --help and --version: clap prints them to stdout.
             let _ = e.print();
-            return e.exit_code();
+            return 0;
+        }
+        Err(e) => {
+            // A usage error, as one line like every other error.
+            let rendered = e.to_string();
+            let what: Vec<&str> = rendered
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let what = what.join(" ");
+            let what = what.strip_prefix("error: ").unwrap_or(&what);
+            return Failure::Usage(format!("{what} (see gpuscope --help)")).report();
         }
     };
     match commands::dispatch(cli) {

@@ -1,25 +1,26 @@
-//! The one place where engine errors become Python exceptions. Every exception derives from
-//! `GpuscopeError`; input problems are also `ValueError`s and I/O problems `OSError`s, so
-//! callers can catch them the way they already catch such errors.
+//! The one place where engine errors become Python exceptions: gpuscope's own under
+//! `GpuscopeError` (`BadInputError`, `WriterError`), plus the built-in `OSError` family
+//! (with errno and filename) for files that cannot be opened and `ValueError` for bad
+//! arguments, so callers catch them the way they already catch such errors.
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyOSError};
 use pyo3::prelude::*;
 
 create_exception!(
-    _native,
+    gpuscope._native,
     GpuscopeError,
     PyException,
     "Base class of every error gpuscope raises."
 );
 create_exception!(
-    _native,
+    gpuscope._native,
     BadInputError,
     GpuscopeError,
     "An input file that cannot be used: wrong kind, corrupt, truncated beyond use."
 );
 create_exception!(
-    _native,
+    gpuscope._native,
     WriterError,
     GpuscopeError,
     "A writer could not write (disk full, directory removed) or was used after close()."
@@ -38,7 +39,11 @@ pub fn to_py(e: gpuscope::Error) -> PyErr {
     use gpuscope::Error;
     let message = e.to_string();
     match e {
-        Error::Io { source, .. } => PyErr::from(std::io::Error::new(source.kind(), message)),
+        // OSError(errno, strerror, filename) becomes FileNotFoundError, PermissionError...
+        Error::Io { path, source } => match source.raw_os_error() {
+            Some(errno) => PyOSError::new_err((errno, source.to_string(), path)),
+            None => PyErr::from(std::io::Error::new(source.kind(), message)),
+        },
         Error::BadInput { .. } => BadInputError::new_err(message),
         Error::InvalidArgument(_) => pyo3::exceptions::PyValueError::new_err(message),
         Error::WriterStopped { .. } => WriterError::new_err(message),

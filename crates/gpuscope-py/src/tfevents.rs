@@ -4,10 +4,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyFloat, PyList};
 
-use gpuscope::model::tensorboard::{ChartGroup, Histogram, MultilineChart};
+use gpuscope::model::tensorboard::{
+    tensorflow_bucket_limits, Chart, ChartContent, ChartGroup, Histogram, MarginSeries,
+};
 use gpuscope::render::tb::series_key;
 use gpuscope::tfevents::{self, EventWriter, LoadOptions, WriterOptions};
 
@@ -17,6 +20,8 @@ use crate::error::IntoPy;
 #[pyclass(name = "EventWriter", module = "gpuscope._native", subclass)]
 pub struct PyEventWriter {
     inner: Option<EventWriter>,
+    log_dir: PathBuf,
+    path: PathBuf,
 }
 
 impl PyEventWriter {
@@ -28,31 +33,74 @@ impl PyEventWriter {
 }
 
 /// A number from a Python float or int, a numpy scalar or a one-element tensor (through
-/// `__float__`, i.e. one `.item()`).
+/// `__float__`, i.e. one `.item()`; a tensor is detached first, as torch warns otherwise).
 fn number(value: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
-    value.extract::<f64>().map_err(|_| {
+    if let Ok(x) = value.cast::<PyFloat>() {
+        return Ok(x.value());
+    }
+    let detached;
+    let value = if value.hasattr(intern!(value.py(), "detach"))? {
+        detached = value.call_method0(intern!(value.py(), "detach"))?;
+        &detached
+    } else {
+        value
+    };
+    value.extract::<f64>().map_err(|cause| {
         let type_name = value
             .get_type()
             .name()
             .map(|n| n.to_string())
             .unwrap_or_else(|_| "?".into());
-        PyTypeError::new_err(format!(
+        let err = PyTypeError::new_err(format!(
             "{what} must be a number, a numpy scalar or a one-element tensor, not {type_name}"
-        ))
+        ));
+        err.set_cause(value.py(), Some(cause));
+        err
     })
+}
+
+/// One chart of SummaryWriter's layout dict: `["Multiline", [regex, ...]]` or
+/// `["Margin", [value, lower, upper]]`.
+fn chart_content(title: &Bound<'_, PyAny>, spec: &Bound<'_, PyAny>) -> PyResult<ChartContent> {
+    let bad = || {
+        PyValueError::new_err(format!(
+            "chart {title}: expected ['Multiline', [tag regex, ...]] \
+             or ['Margin', [value tag, lower tag, upper tag]]"
+        ))
+    };
+    let (kind, tags): (String, Vec<String>) = match spec.extract::<Vec<Bound<'_, PyAny>>>() {
+        Ok(parts) if parts.len() == 2 => (
+            parts[0].extract().map_err(|_| bad())?,
+            parts[1].extract().map_err(|_| bad())?,
+        ),
+        _ => return Err(bad()),
+    };
+    match (kind.as_str(), tags.as_slice()) {
+        ("Multiline", _) => Ok(ChartContent::Multiline(tags)),
+        ("Margin", [value, lower, upper]) => Ok(ChartContent::Margin(vec![MarginSeries {
+            value: value.clone(),
+            lower: lower.clone(),
+            upper: upper.clone(),
+        }])),
+        _ => Err(bad()),
+    }
 }
 
 #[pymethods]
 impl PyEventWriter {
+    /// `max_queue` is accepted for SummaryWriter compatibility and has no effect: the queue
+    /// is bounded by bytes, and records are written every `flush_secs` or sooner.
     #[new]
-    #[pyo3(signature = (log_dir=None, comment="", flush_secs=2.0, filename_suffix=""))]
+    #[pyo3(signature = (log_dir=None, comment="", max_queue=10, flush_secs=2.0, filename_suffix=""))]
     fn new(
         py: Python<'_>,
         log_dir: Option<PathBuf>,
         comment: &str,
+        max_queue: usize,
         flush_secs: f64,
         filename_suffix: &str,
     ) -> PyResult<Self> {
+        let _ = max_queue;
         if !(flush_secs.is_finite() && flush_secs > 0.0) {
             return Err(PyValueError::new_err(
                 "flush_secs must be a positive number",
@@ -68,39 +116,47 @@ impl PyEventWriter {
             .detach(|| EventWriter::create(log_dir, options))
             .py_err()?;
         Ok(PyEventWriter {
+            log_dir: writer.log_dir().to_path_buf(),
+            path: writer.path().to_path_buf(),
             inner: Some(writer),
         })
     }
 
     /// The log directory.
     #[getter]
-    fn log_dir(&self) -> PyResult<PathBuf> {
-        Ok(self.writer()?.log_dir().to_path_buf())
+    fn log_dir(&self) -> PathBuf {
+        self.log_dir.clone()
     }
 
     /// SummaryWriter's name for the log directory.
-    fn get_logdir(&self) -> PyResult<PathBuf> {
-        self.log_dir()
+    fn get_logdir(&self) -> PathBuf {
+        self.log_dir.clone()
     }
 
     /// The main event file.
     #[getter]
-    fn path(&self) -> PyResult<PathBuf> {
-        Ok(self.writer()?.path().to_path_buf())
+    fn path(&self) -> PathBuf {
+        self.path.clone()
     }
 
-    #[pyo3(signature = (tag, scalar_value, global_step=None, walltime=None))]
+    #[pyo3(signature = (tag, scalar_value, global_step=None, walltime=None, new_style=false, double_precision=false))]
     fn add_scalar(
         &self,
         tag: &str,
         scalar_value: &Bound<'_, PyAny>,
         global_step: Option<i64>,
         walltime: Option<f64>,
+        new_style: bool,
+        double_precision: bool,
     ) -> PyResult<()> {
         let value = number(scalar_value, "scalar_value")?;
-        self.writer()?
-            .add_scalar(tag, value, global_step.unwrap_or(0), walltime)
-            .py_err()
+        let (writer, step) = (self.writer()?, global_step.unwrap_or(0));
+        if new_style {
+            writer.add_scalar_tensor(tag, value, double_precision, step, walltime)
+        } else {
+            writer.add_scalar(tag, value, step, walltime)
+        }
+        .py_err()
     }
 
     #[pyo3(signature = (main_tag, tag_scalar_dict, global_step=None, walltime=None))]
@@ -133,24 +189,38 @@ impl PyEventWriter {
             .py_err()
     }
 
-    /// Histogram of a flat list of floats (the Python class converts tensors and arrays).
-    #[pyo3(signature = (tag, values, global_step=None, bins=64, walltime=None))]
+    /// Histogram of a flat list of floats (the Python class converts tensors and arrays);
+    /// `bins` is a number of equal-width buckets or `"tensorflow"` (the default).
+    #[pyo3(signature = (tag, values, global_step=None, bins=None, walltime=None))]
     fn _add_histogram_values(
         &self,
         tag: &str,
         values: Vec<f64>,
         global_step: Option<i64>,
-        bins: usize,
+        bins: Option<&Bound<'_, PyAny>>,
         walltime: Option<f64>,
     ) -> PyResult<()> {
-        let histogram = Histogram::from_values(&values, bins);
+        let tensorflow = bins.is_none_or(|b| b.extract::<&str>().is_ok_and(|s| s == "tensorflow"));
+        let histogram = if tensorflow {
+            Histogram::from_values_with_limits(&values, &tensorflow_bucket_limits())
+        } else {
+            match bins.map(|b| b.extract::<usize>()) {
+                Some(Ok(n)) if n > 0 => Histogram::from_values(&values, n),
+                _ => {
+                    return Err(PyValueError::new_err(
+                        "bins must be 'tensorflow' or a positive number of equal-width buckets",
+                    ))
+                }
+            }
+        };
         self.writer()?
             .add_histogram(tag, &histogram, global_step.unwrap_or(0), walltime)
             .py_err()
     }
 
     /// Charts for TensorBoard's custom-scalars plugin, in SummaryWriter's format:
-    /// `{"Group": {"Chart": ["Multiline", ["tag regex", ...]]}}`.
+    /// `{"Group": {"Chart": ["Multiline", ["tag regex", ...]],
+    ///             "Band": ["Margin", ["value tag", "lower tag", "upper tag"]]}}`.
     fn add_custom_scalars(&self, layout: &Bound<'_, PyDict>) -> PyResult<()> {
         let mut groups = Vec::new();
         for (title, charts) in layout.iter() {
@@ -160,22 +230,9 @@ impl PyEventWriter {
                 charts: Vec::new(),
             };
             for (chart_title, spec) in charts.iter() {
-                let parts: Vec<Bound<'_, PyAny>> = spec.extract()?;
-                let [kind, patterns] = parts.as_slice() else {
-                    return Err(PyValueError::new_err(format!(
-                        "chart {chart_title}: expected ['Multiline', [tag regex, ...]]"
-                    )));
-                };
-                let (kind, patterns): (String, Vec<String>) =
-                    (kind.extract()?, patterns.extract()?);
-                if kind != "Multiline" {
-                    return Err(PyValueError::new_err(format!(
-                        "chart {chart_title}: only 'Multiline' charts are supported, not {kind:?}"
-                    )));
-                }
-                group.charts.push(MultilineChart {
+                group.charts.push(Chart {
                     title: chart_title.str()?.to_string(),
-                    tag_patterns: patterns,
+                    content: chart_content(&chart_title, &spec)?,
                 });
             }
             groups.push(group);

@@ -5,7 +5,7 @@
 use std::fs;
 use std::time::Duration;
 
-use gpuscope::model::tensorboard::{ChartGroup, Histogram, MultilineChart};
+use gpuscope::model::tensorboard::{Chart, ChartContent, ChartGroup, Histogram};
 use gpuscope::tfevents::{load_log_dir, EventWriter, LoadOptions, WriterOptions};
 
 fn load(
@@ -47,9 +47,9 @@ fn write_run(dir: &std::path::Path, steps: i64) -> std::path::PathBuf {
     .unwrap();
     w.add_custom_scalars_layout(&[ChartGroup {
         title: "Loss".into(),
-        charts: vec![MultilineChart {
+        charts: vec![Chart {
             title: "components".into(),
-            tag_patterns: vec!["Loss/component_.*".into()],
+            content: ChartContent::Multiline(vec!["Loss/component_.*".into()]),
         }],
     }])
     .unwrap();

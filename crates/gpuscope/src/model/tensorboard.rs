@@ -139,22 +139,83 @@ impl Histogram {
     }
 }
 
+impl Histogram {
+    /// Builds a histogram of `values` over fixed bucket upper edges `limits` (ascending):
+    /// bucket `i` counts values in `(limits[i-1], limits[i]]`, values above the last edge
+    /// fall in the last bucket. Empty buckets at both ends are left out, as TensorBoard
+    /// writers do. Non-finite values are left out.
+    pub fn from_values_with_limits(values: &[f64], limits: &[f64]) -> Histogram {
+        let mut h = Histogram::from_values(values, 1);
+        if h.num == 0.0 || limits.is_empty() {
+            return h;
+        }
+        let mut counts = vec![0.0; limits.len()];
+        for v in values.iter().copied().filter(|v| v.is_finite()) {
+            let i = limits
+                .partition_point(|&edge| edge < v)
+                .min(limits.len() - 1);
+            counts[i] += 1.0;
+        }
+        let first = counts.iter().position(|&c| c > 0.0).unwrap_or(0);
+        let last = counts.iter().rposition(|&c| c > 0.0).unwrap_or(0);
+        h.bucket_limit = limits[first..=last].to_vec();
+        h.bucket = counts[first..=last].to_vec();
+        h
+    }
+}
+
+/// TensorFlow's default histogram bucket edges (what `bins="tensorflow"` means in
+/// SummaryWriter): ±1e-12 growing by 10 % up to ±1e20, with 0 between.
+pub fn tensorflow_bucket_limits() -> Vec<f64> {
+    let mut positive = Vec::new();
+    let mut v = 1e-12;
+    while v < 1e20 {
+        positive.push(v);
+        v *= 1.1;
+    }
+    let mut limits: Vec<f64> = positive.iter().rev().map(|v| -v).collect();
+    limits.push(0.0);
+    limits.extend(positive);
+    limits.push(f64::MAX);
+    limits
+}
+
 /// One group of charts in a custom-scalars layout (a collapsible section in TensorBoard).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChartGroup {
     /// Section title.
     pub title: String,
     /// Charts in the section.
-    pub charts: Vec<MultilineChart>,
+    pub charts: Vec<Chart>,
 }
 
-/// A chart that plots every scalar tag matching any of its regular expressions.
+/// One chart of a custom-scalars layout.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MultilineChart {
+pub struct Chart {
     /// Chart title.
     pub title: String,
-    /// Regular expressions over tags.
-    pub tag_patterns: Vec<String>,
+    /// What it plots.
+    pub content: ChartContent,
+}
+
+/// What a custom-scalars chart plots.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChartContent {
+    /// Every scalar tag matching any of these regular expressions, one line each.
+    Multiline(Vec<String>),
+    /// Lines with a shaded band between a lower and an upper tag.
+    Margin(Vec<MarginSeries>),
+}
+
+/// One line of a margin chart: the tags of its value and of its band's edges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MarginSeries {
+    /// Tag of the line.
+    pub value: String,
+    /// Tag of the band's lower edge.
+    pub lower: String,
+    /// Tag of the band's upper edge.
+    pub upper: String,
 }
 
 /// Everything `gpuscope tb` knows about a log directory: its files and one series per
@@ -254,6 +315,20 @@ mod tests {
         // (-inf,1] holds 0 and 1; (3,4] holds both 4s.
         assert_eq!(h.bucket, vec![2.0, 1.0, 1.0, 2.0]);
         assert_eq!((h.min, h.max, h.sum), (0.0, 4.0, 14.0));
+    }
+
+    #[test]
+    fn tensorflow_buckets_keep_only_the_occupied_range() {
+        let limits = tensorflow_bucket_limits();
+        assert!(limits.windows(2).all(|w| w[0] < w[1]));
+        let h = Histogram::from_values_with_limits(&[-1.0, 0.0, 0.5, 0.5, 2.0], &limits);
+        assert_eq!(h.num, 5.0);
+        assert_eq!(h.bucket.iter().sum::<f64>(), 5.0);
+        assert!(h.bucket[0] > 0.0 && *h.bucket.last().unwrap() > 0.0);
+        // -1.0 lies in (-1.1^k * 1e-12 ..] just at or above it; 2.0 under its edge.
+        assert!(h.bucket_limit[0] >= -1.0 && h.bucket_limit[0] < -0.9);
+        let top = *h.bucket_limit.last().unwrap();
+        assert!((2.0..2.2).contains(&top), "{top}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use prost::Message;
 
 use super::proto::{self, dtype, ValueKind, What};
 use crate::model::tensorboard::{
-    ChartGroup, Event, EventBody, Histogram, MultilineChart, Value, ValueData,
+    Chart, ChartContent, ChartGroup, Event, EventBody, Histogram, MarginSeries, Value, ValueData,
 };
 
 /// Decodes one record's bytes; `Err` carries protobuf's reason.
@@ -142,9 +142,24 @@ fn layout_groups(layout: proto::Layout) -> Vec<ChartGroup> {
             charts: c
                 .chart
                 .into_iter()
-                .map(|chart| MultilineChart {
+                .map(|chart| Chart {
                     title: chart.title,
-                    tag_patterns: chart.multiline.map(|m| m.tag).unwrap_or_default(),
+                    content: match (chart.multiline, chart.margin) {
+                        (_, Some(margin)) => ChartContent::Margin(
+                            margin
+                                .series
+                                .into_iter()
+                                .map(|s| MarginSeries {
+                                    value: s.value,
+                                    lower: s.lower,
+                                    upper: s.upper,
+                                })
+                                .collect(),
+                        ),
+                        (multiline, None) => {
+                            ChartContent::Multiline(multiline.map(|m| m.tag).unwrap_or_default())
+                        }
+                    },
                 })
                 .collect(),
         })

@@ -4,7 +4,7 @@
 use prost::Message;
 
 use super::proto::{self, dtype, What};
-use crate::model::tensorboard::{ChartGroup, Histogram};
+use crate::model::tensorboard::{Chart, ChartContent, ChartGroup, Histogram};
 
 /// The version string TensorBoard expects in the first record of an event file.
 pub const FILE_VERSION: &str = "brain.Event:2";
@@ -31,6 +31,39 @@ pub fn scalar(tag: &str, value: f64, step: i64, wall_time: f64) -> proto::Event 
             ..Default::default()
         },
     )
+}
+
+/// A scalar as a rank-0 tensor of the scalars plugin (SummaryWriter's `new_style=True`),
+/// in float64 when `double` is set.
+pub fn scalar_tensor(
+    tag: &str,
+    value: f64,
+    double: bool,
+    step: i64,
+    wall_time: f64,
+) -> proto::Event {
+    let tensor = if double {
+        proto::TensorProto {
+            dtype: dtype::DOUBLE,
+            double_val: vec![value],
+            tensor_shape: Some(proto::TensorShapeProto::default()),
+            ..Default::default()
+        }
+    } else {
+        proto::TensorProto {
+            dtype: dtype::FLOAT,
+            float_val: vec![value as f32],
+            tensor_shape: Some(proto::TensorShapeProto::default()),
+            ..Default::default()
+        }
+    };
+    let mut event = plugin_tensor(tag, "scalars", tensor, step, wall_time);
+    if let Some(What::Summary(summary)) = &mut event.what {
+        if let Some(metadata) = summary.value[0].metadata.as_mut() {
+            metadata.data_class = proto::DATA_CLASS_SCALAR;
+        }
+    }
+    event
 }
 
 /// A text summary for the text plugin: a string tensor of shape `[1]`.
@@ -80,16 +113,7 @@ pub fn custom_scalars_layout(groups: &[ChartGroup], wall_time: f64) -> proto::Ev
             .iter()
             .map(|g| proto::Category {
                 title: g.title.clone(),
-                chart: g
-                    .charts
-                    .iter()
-                    .map(|c| proto::Chart {
-                        title: c.title.clone(),
-                        multiline: Some(proto::MultilineChartContent {
-                            tag: c.tag_patterns.clone(),
-                        }),
-                    })
-                    .collect(),
+                chart: g.charts.iter().map(chart).collect(),
                 closed: false,
             })
             .collect(),
@@ -101,6 +125,35 @@ pub fn custom_scalars_layout(groups: &[ChartGroup], wall_time: f64) -> proto::Ev
         ..Default::default()
     };
     plugin_tensor(CUSTOM_SCALARS_TAG, "custom_scalars", tensor, 0, wall_time)
+}
+
+fn chart(c: &Chart) -> proto::Chart {
+    let (multiline, margin) = match &c.content {
+        ChartContent::Multiline(patterns) => (
+            Some(proto::MultilineChartContent {
+                tag: patterns.clone(),
+            }),
+            None,
+        ),
+        ChartContent::Margin(series) => (
+            None,
+            Some(proto::MarginChartContent {
+                series: series
+                    .iter()
+                    .map(|s| proto::MarginSeries {
+                        value: s.value.clone(),
+                        lower: s.lower.clone(),
+                        upper: s.upper.clone(),
+                    })
+                    .collect(),
+            }),
+        ),
+    };
+    proto::Chart {
+        title: c.title.clone(),
+        multiline,
+        margin,
+    }
 }
 
 fn plugin_tensor(
@@ -140,7 +193,7 @@ fn summary(step: i64, wall_time: f64, value: proto::SummaryValue) -> proto::Even
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::tensorboard::{EventBody, MultilineChart, ValueData};
+    use crate::model::tensorboard::{EventBody, MarginSeries, ValueData};
     use crate::tfevents::decode::decode_event;
 
     fn round_trip(e: proto::Event) -> crate::model::tensorboard::Event {
@@ -157,6 +210,15 @@ mod tests {
         assert_eq!(values[0].tag, "Loss/total");
         assert_eq!(values[0].data, ValueData::Scalar(0.25));
 
+        for double in [false, true] {
+            let e = round_trip(scalar_tensor("t", 0.1, double, 2, 0.0));
+            let EventBody::Summary(values) = e.body else {
+                panic!()
+            };
+            let expected = if double { 0.1 } else { f64::from(0.1f32) };
+            assert_eq!(values[0].data, ValueData::Scalar(expected));
+        }
+
         let e = round_trip(text("notes", "héllo", 3, 0.0));
         let EventBody::Summary(values) = e.body else {
             panic!()
@@ -165,10 +227,20 @@ mod tests {
 
         let groups = vec![ChartGroup {
             title: "Loss".into(),
-            charts: vec![MultilineChart {
-                title: "components".into(),
-                tag_patterns: vec!["Loss/component_.*".into()],
-            }],
+            charts: vec![
+                Chart {
+                    title: "components".into(),
+                    content: ChartContent::Multiline(vec!["Loss/component_.*".into()]),
+                },
+                Chart {
+                    title: "band".into(),
+                    content: ChartContent::Margin(vec![MarginSeries {
+                        value: "mean".into(),
+                        lower: "lo".into(),
+                        upper: "hi".into(),
+                    }]),
+                },
+            ],
         }];
         let e = round_trip(custom_scalars_layout(&groups, 0.0));
         let EventBody::Summary(values) = e.body else {

@@ -183,13 +183,33 @@ pub struct Category {
     pub closed: bool,
 }
 
-/// tensorboard.Chart (multiline charts only)
+/// tensorboard.Chart
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Chart {
     #[prost(string, tag = "1")]
     pub title: String,
     #[prost(message, optional, tag = "2")]
     pub multiline: Option<MultilineChartContent>,
+    #[prost(message, optional, tag = "3")]
+    pub margin: Option<MarginChartContent>,
+}
+
+/// tensorboard.MarginChartContent
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MarginChartContent {
+    #[prost(message, repeated, tag = "1")]
+    pub series: Vec<MarginSeries>,
+}
+
+/// tensorboard.MarginChartContent.Series
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MarginSeries {
+    #[prost(string, tag = "1")]
+    pub value: String,
+    #[prost(string, tag = "2")]
+    pub lower: String,
+    #[prost(string, tag = "3")]
+    pub upper: String,
 }
 
 /// tensorboard.MultilineChartContent: regular expressions over tags.

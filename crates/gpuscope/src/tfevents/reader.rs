@@ -34,6 +34,12 @@ pub fn find_event_files(path: &Path) -> Result<Vec<EventFile>> {
             path: path.to_path_buf(),
         }]);
     }
+    if !meta.is_dir() {
+        return Err(Error::bad_input(
+            path,
+            "not a regular file or a directory (give an event file or a log directory)",
+        ));
+    }
     let mut files = Vec::new();
     for entry in walkdir::WalkDir::new(path).follow_links(true) {
         let entry = entry.map_err(|e| {

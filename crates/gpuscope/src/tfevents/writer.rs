@@ -58,6 +58,21 @@ impl EventWriter {
         self.main.write(&encode::scalar(tag, value, step, t))
     }
 
+    /// One scalar as a rank-0 tensor (float64 when `double`), as SummaryWriter writes with
+    /// `new_style=True`; readers see the same scalar.
+    pub fn add_scalar_tensor(
+        &self,
+        tag: &str,
+        value: f64,
+        double: bool,
+        step: i64,
+        wall_time: Option<f64>,
+    ) -> Result<()> {
+        let t = wall_time.unwrap_or_else(now_unix);
+        self.main
+            .write(&encode::scalar_tensor(tag, value, double, step, t))
+    }
+
     /// Several scalars on one chart, SummaryWriter-style: each key goes to its own sub-run
     /// directory `<main_tag with / as _>_<key>` under the log directory, with tag `main_tag`.
     pub fn add_scalars(
