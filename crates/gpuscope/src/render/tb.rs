@@ -263,24 +263,22 @@ pub fn csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
     let mut w = ::csv::Writer::from_writer(out);
     w.write_record(["run", "tag", "kind", "step", "wall_time", "value"])?;
     for s in &data.series {
-        for p in &s.points {
+        let numbers = s
+            .points
+            .iter()
+            .map(|p| (p.step, p.wall_time, p.value.to_string()));
+        let texts = s
+            .texts
+            .iter()
+            .map(|p| (p.step, p.wall_time, p.text.clone()));
+        for (step, wall_time, value) in numbers.chain(texts) {
             w.write_record([
                 s.run.as_str(),
                 &s.tag,
                 s.kind,
-                &p.step.to_string(),
-                &p.wall_time.to_string(),
-                &p.value.to_string(),
-            ])?;
-        }
-        for p in &s.texts {
-            w.write_record([
-                s.run.as_str(),
-                &s.tag,
-                s.kind,
-                &p.step.to_string(),
-                &p.wall_time.to_string(),
-                &p.text,
+                &step.to_string(),
+                &wall_time.to_string(),
+                &value,
             ])?;
         }
     }
