@@ -3,6 +3,7 @@
 
 mod cli;
 mod error;
+mod runlog;
 mod tfevents;
 
 use pyo3::prelude::*;
@@ -13,6 +14,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     error::register(m)?;
     tfevents::register(m)?;
+    runlog::register(m)?;
     cli::register(m)?;
     Ok(())
 }

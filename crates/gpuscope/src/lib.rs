@@ -6,8 +6,10 @@
 
 pub mod batch_writer;
 pub mod error;
+pub mod host;
 pub mod model;
 pub mod render;
+pub mod runlog;
 pub mod tfevents;
 
 pub use error::{Error, Result};

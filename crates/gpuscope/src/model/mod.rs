@@ -1,3 +1,4 @@
 //! Plain typed data that the formats produce and the analyses consume. No I/O here.
 
+pub mod memory;
 pub mod tensorboard;
