@@ -3,7 +3,7 @@
 from collections.abc import Mapping, Sequence
 from os import PathLike
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, final
 
 from typing_extensions import disjoint_base
 
@@ -13,8 +13,11 @@ __all__ = [
     "BadInputError",
     "EventWriter",
     "GpuscopeError",
+    "ProcessSampler",
+    "RunWriter",
     "WriterError",
     "__version__",
+    "heap_in_use",
     "read_events",
     "run_cli",
 ]
@@ -88,6 +91,35 @@ class EventWriter:
         tb: TracebackType | None,
     ) -> bool: ...
 
+@final
+@disjoint_base
+class RunWriter:
+    """Writes memory records to profiles/memory.jsonl, the seed's text log and TensorBoard."""
+
+    def __new__(
+        cls,
+        run_dir: str | PathLike[str],
+        rank: int | None = None,
+        tensorboard: bool = True,
+        text_log: bool = True,
+        flush_secs: float = 2.0,
+    ) -> Self: ...
+    @property
+    def paths(self) -> list[str]: ...
+    def write(self, record: dict[str, Any]) -> None: ...
+    def add_scalar(self, tag: str, value: float, step: int) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+@final
+@disjoint_base
+class ProcessSampler:
+    """Samples this process: rss_bytes, heap_bytes, cpu_percent, ram_percent."""
+
+    def __new__(cls) -> Self: ...
+    def sample(self) -> dict[str, Any]: ...
+
+def heap_in_use() -> int | None: ...
 def read_events(
     path: str | PathLike[str],
     tags: list[str] | None = None,

@@ -1,0 +1,133 @@
+//! Bindings of `gpuscope::runlog` and `gpuscope::host`: the run-directory writer that the
+//! memory profiler hands its records to, and the process sampler.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use gpuscope::host::ProcessSampler;
+use gpuscope::model::memory::MemoryRecord;
+use gpuscope::runlog::{RunWriter, RunWriterOptions};
+
+use crate::error::IntoPy;
+
+/// Writes memory records (plain dicts shaped like a `profiles/memory.jsonl` line) to the
+/// JSONL, the seed-format text log and TensorBoard, on background threads.
+#[pyclass(name = "RunWriter", module = "gpuscope._native")]
+pub struct PyRunWriter {
+    inner: Option<RunWriter>,
+    paths: Vec<PathBuf>,
+}
+
+impl PyRunWriter {
+    fn writer(&self) -> PyResult<&RunWriter> {
+        self.inner
+            .as_ref()
+            .ok_or_else(|| crate::error::WriterError::new_err("RunWriter is closed"))
+    }
+}
+
+#[pymethods]
+impl PyRunWriter {
+    #[new]
+    #[pyo3(signature = (run_dir, rank=None, tensorboard=true, text_log=true, flush_secs=2.0))]
+    fn new(
+        py: Python<'_>,
+        run_dir: PathBuf,
+        rank: Option<u32>,
+        tensorboard: bool,
+        text_log: bool,
+        flush_secs: f64,
+    ) -> PyResult<Self> {
+        if !(flush_secs.is_finite() && flush_secs > 0.0) {
+            return Err(PyValueError::new_err(
+                "flush_secs must be a positive number",
+            ));
+        }
+        let options = RunWriterOptions {
+            rank,
+            tensorboard,
+            text_log,
+            flush_interval: Duration::from_secs_f64(flush_secs),
+        };
+        let writer = py
+            .detach(|| RunWriter::create(&run_dir, &options))
+            .py_err()?;
+        Ok(PyRunWriter {
+            paths: writer.paths(),
+            inner: Some(writer),
+        })
+    }
+
+    /// The files written: JSONL, then the text log and the event file when enabled.
+    #[getter]
+    fn paths(&self) -> Vec<PathBuf> {
+        self.paths.clone()
+    }
+
+    /// Queues one record (see `profiles/memory.jsonl` in docs/run-dir.md for its keys).
+    fn write(&self, record: &Bound<'_, PyDict>) -> PyResult<()> {
+        let record: MemoryRecord = pythonize::depythonize(record.as_any())
+            .map_err(|e| PyValueError::new_err(format!("not a memory record: {e}")))?;
+        self.writer()?.write(&record).py_err()
+    }
+
+    /// One extra scalar in the run's TensorBoard file (no-op without TensorBoard).
+    fn add_scalar(&self, tag: &str, value: f64, step: i64) -> PyResult<()> {
+        match self.writer()?.tensorboard() {
+            Some(tb) => tb.add_scalar(tag, value, step, None).py_err(),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every queued record is in the files.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let writer = self.writer()?;
+        py.detach(|| writer.flush()).py_err()
+    }
+
+    /// Flushes and closes the files. Calling it again does nothing.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.inner.take() {
+            Some(mut writer) => py.detach(move || writer.close()).py_err(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Samples this process: `{"rss_bytes", "heap_bytes", "cpu_percent", "ram_percent"}`
+/// (`cpu_percent` is measured between samples, `None` on the first).
+#[pyclass(name = "ProcessSampler", module = "gpuscope._native")]
+pub struct PyProcessSampler {
+    inner: ProcessSampler,
+}
+
+#[pymethods]
+impl PyProcessSampler {
+    #[new]
+    fn new() -> Self {
+        PyProcessSampler {
+            inner: ProcessSampler::new(),
+        }
+    }
+
+    fn sample<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let stats = self.inner.sample();
+        pythonize::pythonize(py, &stats).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+}
+
+/// Bytes in use by the C heap (glibc `mallinfo2`), or `None` off glibc.
+#[pyfunction]
+fn heap_in_use() -> Option<u64> {
+    gpuscope::host::heap_in_use()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRunWriter>()?;
+    m.add_class::<PyProcessSampler>()?;
+    m.add_function(wrap_pyfunction!(heap_in_use, m)?)
+}

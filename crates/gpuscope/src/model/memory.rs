@@ -1,0 +1,166 @@
+//! A memory record: what the in-training profiler measured at one iteration. Serialised
+//! as one line of `profiles/memory.jsonl`, the canonical machine format (sizes in bytes,
+//! times in Unix seconds, `null` for what could not be measured).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One record of the memory profiler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryRecord {
+    /// Training iteration the record was taken at.
+    pub iteration: i64,
+    /// Unix seconds.
+    pub time: f64,
+    /// Process rank (0 without torch.distributed).
+    pub rank: u32,
+    /// Device the figures are for (`cuda:0`, `cpu`).
+    pub device: String,
+    /// Bytes per category of tensor.
+    pub categories_bytes: Categories,
+    /// Parameters + gradients + optimizer state per submodule, by qualified name.
+    pub modules_bytes: BTreeMap<String, u64>,
+    /// Bytes per dtype (`float32`, `int64`, ...) over the tensors counted.
+    pub dtypes_bytes: BTreeMap<String, u64>,
+    /// Number of unique tensor storages counted.
+    pub tensor_count: u64,
+    /// Bytes of the unique tensor storages counted.
+    pub census_bytes: u64,
+    /// Tensors above the large-tensor threshold, largest first.
+    pub large_tensors: Vec<LargeTensor>,
+    /// The large-tensor threshold in bytes.
+    pub large_threshold_bytes: u64,
+    /// CUDA caching-allocator figures; `null` on CPU, where there is no such allocator.
+    pub allocator: Option<AllocatorStats>,
+    /// Process and host figures.
+    pub system: SystemStats,
+    /// Loss components by name, and `total`.
+    pub losses: BTreeMap<String, f64>,
+}
+
+/// Bytes per category. Parameters, gradients, optimizer state and buffers are counted
+/// exactly from the model and optimizer; activations and other are what remains of the
+/// allocator's (or on CPU, the heap's) figure, or what a heap scan found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Categories {
+    /// `model.named_parameters()`, unique storages.
+    pub parameters: u64,
+    /// `.grad` of the parameters.
+    pub gradients: u64,
+    /// Tensors in `optimizer.state`.
+    pub optimizer_state: u64,
+    /// `model.named_buffers()`.
+    pub buffers: u64,
+    /// Intermediate tensors: the allocator's remainder; `null` when it cannot be measured.
+    pub activations: Option<u64>,
+    /// Tensors found outside model and optimizer by a heap scan; `null` without one.
+    pub other: Option<u64>,
+}
+
+impl Categories {
+    /// (name, bytes) for every category that was measured, in a fixed order.
+    pub fn measured(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("parameters", Some(self.parameters)),
+            ("gradients", Some(self.gradients)),
+            ("optimizer_state", Some(self.optimizer_state)),
+            ("buffers", Some(self.buffers)),
+            ("activations", self.activations),
+            ("other", self.other),
+        ]
+        .into_iter()
+        .filter_map(|(name, bytes)| bytes.map(|b| (name, b)))
+        .collect()
+    }
+
+    /// Sum of the measured categories.
+    pub fn total(&self) -> u64 {
+        self.measured().iter().map(|(_, b)| b).sum()
+    }
+}
+
+/// A tensor above the large-tensor threshold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LargeTensor {
+    /// Bytes of its storage.
+    pub bytes: u64,
+    /// Its shape.
+    pub shape: Vec<i64>,
+    /// Its dtype (`float32`).
+    pub dtype: String,
+    /// Its device (`cuda:0`).
+    pub device: String,
+    /// Where it is known from (`encoder.weight`, `encoder.weight.grad`,
+    /// `adam.exp_avg[encoder.weight]`), or `null`.
+    pub name: Option<String>,
+    /// Its category.
+    pub category: String,
+}
+
+/// Figures of torch's CUDA caching allocator (`torch.cuda.memory_stats`,
+/// `torch.cuda.mem_get_info`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AllocatorStats {
+    /// Bytes in live allocations.
+    pub allocated_bytes: u64,
+    /// Bytes held by the allocator from the driver.
+    pub reserved_bytes: u64,
+    /// Highest allocated since the last peak reset.
+    pub peak_allocated_bytes: u64,
+    /// Highest reserved since the last peak reset.
+    pub peak_reserved_bytes: u64,
+    /// Bytes of free blocks that were split off allocations and cannot be returned.
+    pub inactive_split_bytes: Option<u64>,
+    /// Times the allocator freed its cache and retried a cudaMalloc.
+    pub num_alloc_retries: Option<u64>,
+    /// Out-of-memory errors the allocator raised.
+    pub num_ooms: Option<u64>,
+    /// Device memory in total (`mem_get_info`).
+    pub device_total_bytes: Option<u64>,
+    /// Device memory free, for every process (`mem_get_info`).
+    pub device_free_bytes: Option<u64>,
+}
+
+impl AllocatorStats {
+    /// The seeds' fragmentation: `(reserved − allocated) / reserved`, in percent.
+    pub fn fragmentation_percent(&self) -> f64 {
+        percent(
+            self.reserved_bytes.saturating_sub(self.allocated_bytes),
+            self.reserved_bytes,
+        )
+    }
+
+    /// The share of reserved memory in split blocks that no request can reuse whole.
+    pub fn inactive_split_percent(&self) -> Option<f64> {
+        self.inactive_split_bytes
+            .map(|b| percent(b, self.reserved_bytes))
+    }
+}
+
+/// Figures of the training process and its host.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SystemStats {
+    /// Resident set size of the process.
+    pub rss_bytes: Option<u64>,
+    /// Bytes in use by the C heap (glibc `mallinfo2`): on CPU, where tensors live.
+    pub heap_bytes: Option<u64>,
+    /// CPU use of the process since the previous sample, in percent of one core.
+    pub cpu_percent: Option<f64>,
+    /// Host memory in use, in percent.
+    pub ram_percent: Option<f64>,
+}
+
+/// `part / whole` in percent, 0 when `whole` is 0.
+pub fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// Bytes in the seeds' MB (2^20 bytes).
+pub fn mb(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}

@@ -1,0 +1,10 @@
+//! The files of a run directory that the in-training profiler writes: `profiles/memory.jsonl`
+//! (canonical), the seed project's `tensor_profile_<ts>.log` text blocks, and the
+//! TensorBoard tags of each record.
+
+pub mod names;
+pub mod tags;
+pub mod text_block;
+pub mod writer;
+
+pub use writer::{RunWriter, RunWriterOptions};

@@ -1,0 +1,56 @@
+//! Where each file of a run directory lives, with and without a rank (docs/run-dir.md).
+
+use std::path::{Path, PathBuf};
+
+/// `profiles/memory.jsonl`, or `profiles/memory.rank<R>.jsonl` with several ranks.
+pub fn memory_jsonl(run_dir: &Path, rank: Option<u32>) -> PathBuf {
+    let name = match rank {
+        Some(r) => format!("memory.rank{r}.jsonl"),
+        None => "memory.jsonl".to_owned(),
+    };
+    run_dir.join("profiles").join(name)
+}
+
+/// `profiles/tensor_profile_<YYYYmmdd_HHMMSS>[.rank<R>].log`.
+pub fn text_log(run_dir: &Path, stamp: &str, rank: Option<u32>) -> PathBuf {
+    let name = match rank {
+        Some(r) => format!("tensor_profile_{stamp}.rank{r}.log"),
+        None => format!("tensor_profile_{stamp}.log"),
+    };
+    run_dir.join("profiles").join(name)
+}
+
+/// `tensorboard/`, or `tensorboard/rank<R>/`.
+pub fn tensorboard_dir(run_dir: &Path, rank: Option<u32>) -> PathBuf {
+    let dir = run_dir.join("tensorboard");
+    match rank {
+        Some(r) => dir.join(format!("rank{r}")),
+        None => dir,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranked_names_follow_the_run_dir_layout() {
+        let run = Path::new("runs/x");
+        assert_eq!(
+            memory_jsonl(run, Some(3)),
+            Path::new("runs/x/profiles/memory.rank3.jsonl")
+        );
+        assert_eq!(
+            memory_jsonl(run, None),
+            Path::new("runs/x/profiles/memory.jsonl")
+        );
+        assert_eq!(
+            text_log(run, "20260128_140205", Some(1)),
+            Path::new("runs/x/profiles/tensor_profile_20260128_140205.rank1.log")
+        );
+        assert_eq!(
+            tensorboard_dir(run, Some(0)),
+            Path::new("runs/x/tensorboard/rank0")
+        );
+    }
+}

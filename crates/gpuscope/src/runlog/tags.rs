@@ -1,0 +1,125 @@
+//! The TensorBoard scalars of a memory record, with the seeds' tags exactly
+//! (`TensorProfiling/...`, `Loss/...`), allocator figures under `Memory/` and process
+//! figures under `System/`; and the custom-scalars layout that groups them into charts.
+
+use crate::model::memory::{mb, MemoryRecord};
+use crate::model::tensorboard::{Chart, ChartContent, ChartGroup};
+
+/// (tag, value) for every figure of `record` that was measured; nothing for what was not
+/// (a CPU run has no allocator figures, rather than zeros).
+pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
+    let mut out = Vec::with_capacity(32);
+    let mut push = |tag: String, value: f64| out.push((tag, value));
+    for (name, bytes) in record.categories_bytes.measured() {
+        push(
+            format!("TensorProfiling/Tensor_Category/{name}_MB"),
+            mb(bytes),
+        );
+    }
+    for (dtype, bytes) in &record.dtypes_bytes {
+        push(
+            format!("TensorProfiling/Tensor_DType/{dtype}_MB"),
+            mb(*bytes),
+        );
+    }
+    for (module, bytes) in &record.modules_bytes {
+        push(format!("TensorProfiling/Module/{module}_MB"), mb(*bytes));
+    }
+    let large_total: u64 = record.large_tensors.iter().map(|t| t.bytes).sum();
+    push(
+        "TensorProfiling/Large_Tensors/count".into(),
+        record.large_tensors.len() as f64,
+    );
+    push(
+        "TensorProfiling/Large_Tensors/total_MB".into(),
+        mb(large_total),
+    );
+    push(
+        "TensorProfiling/Tensor_Count/total".into(),
+        record.tensor_count as f64,
+    );
+    push("Memory/census_MB".into(), mb(record.census_bytes));
+    if let Some(a) = &record.allocator {
+        push(
+            "TensorProfiling/fragmentation_percent".into(),
+            a.fragmentation_percent(),
+        );
+        push("Memory/allocated_MB".into(), mb(a.allocated_bytes));
+        push("Memory/reserved_MB".into(), mb(a.reserved_bytes));
+        push(
+            "Memory/peak_allocated_MB".into(),
+            mb(a.peak_allocated_bytes),
+        );
+        push("Memory/peak_reserved_MB".into(), mb(a.peak_reserved_bytes));
+        let optional = [
+            ("Memory/inactive_split_percent", a.inactive_split_percent()),
+            (
+                "Memory/num_alloc_retries",
+                a.num_alloc_retries.map(|n| n as f64),
+            ),
+            ("Memory/num_ooms", a.num_ooms.map(|n| n as f64)),
+            ("Memory/device_free_MB", a.device_free_bytes.map(mb)),
+        ];
+        for (tag, value) in optional {
+            if let Some(v) = value {
+                push(tag.into(), v);
+            }
+        }
+    }
+    let s = &record.system;
+    let system = [
+        ("System/rss_MB", s.rss_bytes.map(mb)),
+        ("System/heap_MB", s.heap_bytes.map(mb)),
+        ("System/cpu_percent", s.cpu_percent),
+        ("System/ram_percent", s.ram_percent),
+    ];
+    for (tag, value) in system {
+        if let Some(v) = value {
+            push(tag.into(), v);
+        }
+    }
+    for (name, value) in &record.losses {
+        let tag = if name == "total" {
+            "Loss/total".to_owned()
+        } else {
+            format!("Loss/component_{name}")
+        };
+        push(tag, *value);
+    }
+    out
+}
+
+/// Charts that put related tags on one plot (seed 001: "plot all `Loss/component_*` on the
+/// same graph").
+pub fn layout() -> Vec<ChartGroup> {
+    let multiline = |title: &str, patterns: &[&str]| Chart {
+        title: title.to_owned(),
+        content: ChartContent::Multiline(patterns.iter().map(|p| (*p).to_owned()).collect()),
+    };
+    vec![
+        ChartGroup {
+            title: "Loss".into(),
+            charts: vec![multiline(
+                "components and total",
+                &[r"Loss/component_.*", r"Loss/total"],
+            )],
+        },
+        ChartGroup {
+            title: "Memory".into(),
+            charts: vec![
+                multiline("categories (MB)", &[r"TensorProfiling/Tensor_Category/.*"]),
+                multiline(
+                    "allocator (MB)",
+                    &[
+                        r"Memory/allocated_MB",
+                        r"Memory/reserved_MB",
+                        r"Memory/census_MB",
+                        r"System/heap_MB",
+                    ],
+                ),
+                multiline("dtypes (MB)", &[r"TensorProfiling/Tensor_DType/.*"]),
+                multiline("modules (MB)", &[r"TensorProfiling/Module/.*"]),
+            ],
+        },
+    ]
+}

@@ -1,0 +1,44 @@
+"""Figures of torch's CUDA caching allocator, and nothing on CPU.
+
+``torch.cuda.memory_stats()`` returns ``{}`` on a machine without CUDA; reading zeros from it
+would claim an empty GPU. Here, no CUDA means ``None``: the record's ``allocator`` is null.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["allocator_stats", "cuda_device"]
+
+
+def cuda_device(device: torch.device) -> bool:
+    """Whether ``device`` is a CUDA device of a working CUDA build."""
+    return device.type == "cuda" and torch.cuda.is_available()
+
+
+def allocator_stats(device: torch.device) -> dict[str, Any] | None:
+    """The allocator's figures for ``device`` (bytes), or ``None`` without CUDA."""
+    if not cuda_device(device):
+        return None
+    stats = torch.cuda.memory_stats(device)
+    if not stats:  # allocator not initialised yet: nothing allocated, nothing to report
+        return None
+    free, total = torch.cuda.mem_get_info(device)
+    return {
+        "allocated_bytes": int(stats.get("allocated_bytes.all.current", 0)),
+        "reserved_bytes": int(stats.get("reserved_bytes.all.current", 0)),
+        "peak_allocated_bytes": int(stats.get("allocated_bytes.all.peak", 0)),
+        "peak_reserved_bytes": int(stats.get("reserved_bytes.all.peak", 0)),
+        "inactive_split_bytes": _optional(stats, "inactive_split_bytes.all.current"),
+        "num_alloc_retries": _optional(stats, "num_alloc_retries"),
+        "num_ooms": _optional(stats, "num_ooms"),
+        "device_total_bytes": int(total),
+        "device_free_bytes": int(free),
+    }
+
+
+def _optional(stats: dict[str, Any], key: str) -> int | None:
+    value = stats.get(key)
+    return None if value is None else int(value)

@@ -1,0 +1,287 @@
+"""``MemoryProfiler``: one call in a training loop records where memory goes.
+
+>>> scope = gpuscope.MemoryProfiler("runs/exp1", model=model, optimizer=opt, every=50)
+>>> for it, batch in enumerate(loader):            # doctest: +SKIP
+...     loss, parts = step(batch)
+...     scope.step(it, losses=parts)               # records when due; cheap otherwise
+>>> scope.close()
+
+A record holds the census of model and optimizer (exact, per unique storage), the
+allocator's figures on CUDA, the process's figures, and the loss components. The Rust
+engine writes it to ``profiles/memory.jsonl``, the seed's text log and TensorBoard on
+background threads. Nothing here may stop training: a failure is reported once, as a
+warning, and training goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import torch
+
+from gpuscope import _native
+from gpuscope.memory.allocator import allocator_stats
+from gpuscope.memory.census import CensusTaker, Counted, scan_heap
+from gpuscope.memory.schedule import Schedule
+
+__all__ = ["MemoryProfiler", "profiling_enabled"]
+
+MB = 1 << 20
+
+
+def profiling_enabled() -> bool:
+    """False when ``GPUSCOPE_PROFILE=0`` (or ``false``/``off``): every hook is a no-op."""
+    return os.environ.get("GPUSCOPE_PROFILE", "1").strip().lower() not in {
+        "0",
+        "false",
+        "off",
+        "no",
+    }
+
+
+def default_run_dir() -> Path:
+    """``$GPUSCOPE_RUN_DIR`` (set by ``gpuscope run``), else ``runs/gpuscope``."""
+    return Path(os.environ.get("GPUSCOPE_RUN_DIR", "runs/gpuscope"))
+
+
+def distributed_rank() -> tuple[int, int]:
+    """(rank, world size) under torch.distributed, else (0, 1)."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+class MemoryProfiler:
+    """Records memory every ``every`` iterations (an int or a :class:`Schedule`)."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str] | None = None,
+        model: torch.nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        every: int | Schedule = 50,
+        windows: Iterable[tuple[int, int, int]] = (),
+        *,
+        scan: str = "fast",
+        large_threshold_mb: float = 100.0,
+        top_k: int = 5,
+        module_depth: int = 1,
+        device: str | torch.device | None = None,
+        tensorboard: bool = True,
+        text_log: bool = True,
+        flush_secs: float = 2.0,
+    ) -> None:
+        if scan not in ("fast", "gc"):
+            raise ValueError(f"scan must be 'fast' or 'gc', not {scan!r}")
+        self.schedule = Schedule.of(every, windows)
+        self.enabled = profiling_enabled()
+        self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir()
+        self.scan = scan
+        self.large_threshold = int(large_threshold_mb * MB)
+        self.top_k = top_k
+        self.census = CensusTaker(model, optimizer, module_depth)
+        self.device = self._device(model, device)
+        self.rank, world = distributed_rank()
+        self.records = 0
+        self._reported: set[str] = set()
+        self._floor: int | None = None  # lowest heap-minus-census seen (CPU activations)
+        self._writer: Any = None
+        self._sampler: Any = None
+        self._paths: list[Path] = []
+        if self.enabled:
+            self._guarded(
+                "opening the run directory",
+                self._open,
+                world > 1,
+                tensorboard,
+                text_log,
+                flush_secs,
+            )
+
+    # -- public -------------------------------------------------------------------------
+
+    def step(
+        self,
+        iteration: int,
+        losses: Mapping[str, Any] | None = None,
+        loss: Any = None,
+    ) -> None:
+        """Call once per iteration; records when the schedule says so."""
+        if self.enabled and self.schedule.due(iteration):
+            self.record(iteration, losses, loss)
+
+    def record(
+        self,
+        iteration: int,
+        losses: Mapping[str, Any] | None = None,
+        loss: Any = None,
+    ) -> dict[str, Any] | None:
+        """Records now, whatever the schedule; returns the record (``None`` if disabled
+        or if recording failed — the failure is reported once as a warning)."""
+        if not self.enabled:
+            return None
+        record: dict[str, Any] | None = self._guarded(
+            "taking a record", self._take, iteration, losses, loss
+        )
+        if record is not None and self._writer is not None:
+            self._guarded("writing a record", self._writer.write, record)
+        return record
+
+    def flush(self) -> None:
+        """Waits until every record so far is in the files."""
+        if self._writer is not None:
+            self._guarded("flushing", self._writer.flush)
+
+    def close(self) -> None:
+        """Flushes and closes the files. Idempotent."""
+        if self._writer is not None:
+            self._guarded("closing", self._writer.close)
+            self._writer = None
+
+    @property
+    def paths(self) -> list[Path]:
+        """The files being written (JSONL, text log, event file)."""
+        return list(self._paths)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _open(self, ranked: bool, tensorboard: bool, text_log: bool, flush_secs: float) -> None:
+        self._sampler = _native.ProcessSampler()
+        self._writer = _native.RunWriter(
+            self.run_dir,
+            rank=self.rank if ranked else None,
+            tensorboard=tensorboard,
+            text_log=text_log,
+            flush_secs=flush_secs,
+        )
+        self._paths = [Path(p) for p in self._writer.paths]
+
+    @staticmethod
+    def _device(model: torch.nn.Module | None, device: str | torch.device | None) -> torch.device:
+        if device is not None:
+            return torch.device(device)
+        if model is not None:
+            for p in model.parameters():
+                return p.device
+        return (
+            torch.device("cuda", torch.cuda.current_device())
+            if torch.cuda.is_available()
+            else torch.device("cpu")
+        )
+
+    def _guarded(self, what: str, fn: Any, *args: Any) -> Any:
+        """Runs ``fn``; on failure warns the first time for ``what`` and returns None."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 — profiling must never stop training
+            if what not in self._reported:
+                self._reported.add(what)
+                warnings.warn(
+                    f"gpuscope: {what} failed ({type(e).__name__}: {e}); training goes on, "
+                    "and this is reported only once",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+            return None
+
+    def _take(self, iteration: int, losses: Mapping[str, Any] | None, loss: Any) -> dict[str, Any]:
+        census = self.census.take()
+        items: list[Counted] = list(census.items)
+        categories: dict[str, int | None] = dict(census.categories)
+        other: int | None = None
+        if self.scan == "gc":
+            found = scan_heap(self.census.known_storages())
+            items += found
+            other = sum(c.nbytes for c in found)
+        census_bytes = sum(c.nbytes for c in items)
+        dtypes = dict(census.dtypes)
+        for c in items[len(census.items) :]:
+            dtypes[c.dtype] = dtypes.get(c.dtype, 0) + c.nbytes
+
+        system = self._sampler.sample() if self._sampler is not None else _empty_system()
+        allocator = allocator_stats(self.device)
+        categories["activations"] = self._activations(allocator, system, census_bytes)
+        categories["other"] = other
+
+        large = sorted(
+            (c for c in items if c.nbytes >= self.large_threshold), key=lambda c: -c.nbytes
+        )
+        return {
+            "iteration": int(iteration),
+            "time": time.time(),
+            "rank": self.rank,
+            "device": str(self.device),
+            "categories_bytes": categories,
+            "modules_bytes": dict(census.modules),
+            "dtypes_bytes": dtypes,
+            "tensor_count": len(items),
+            "census_bytes": census_bytes,
+            "large_tensors": [
+                {
+                    "bytes": c.nbytes,
+                    "shape": list(c.shape),
+                    "dtype": c.dtype,
+                    "device": c.device,
+                    "name": c.name,
+                    "category": c.category,
+                }
+                for c in large[: max(self.top_k, 0)]
+            ],
+            "large_threshold_bytes": self.large_threshold,
+            "allocator": allocator,
+            "system": system,
+            "losses": _losses(losses, loss),
+        }
+
+    def _activations(
+        self, allocator: dict[str, Any] | None, system: dict[str, Any], census_bytes: int
+    ) -> int | None:
+        """CUDA: what the allocator holds beyond the census. CPU: the C heap beyond the
+        census, above the lowest that figure has been in this run (tensors freed between
+        iterations bring it back to that floor; tensors kept alive raise it)."""
+        if allocator is not None:
+            return max(int(allocator["allocated_bytes"]) - census_bytes, 0)
+        heap: int | None = system.get("heap_bytes")
+        if heap is None:
+            return None
+        beyond = heap - census_bytes
+        self._floor = beyond if self._floor is None else min(self._floor, beyond)
+        return beyond - self._floor
+
+
+def _empty_system() -> dict[str, Any]:
+    return {"rss_bytes": None, "heap_bytes": None, "cpu_percent": None, "ram_percent": None}
+
+
+def _as_float(value: Any) -> float:
+    """A Python float from a float, a numpy scalar or a one-element tensor (one .item())."""
+    if isinstance(value, torch.Tensor):
+        return float(value.detach().item())
+    return float(value)
+
+
+def _losses(losses: Mapping[str, Any] | None, loss: Any) -> dict[str, float]:
+    parts = {str(k): _as_float(v) for k, v in (losses or {}).items()}
+    if loss is not None:
+        parts["total"] = _as_float(loss)
+    elif parts and "total" not in parts:
+        parts["total"] = sum(parts.values())
+    return parts
