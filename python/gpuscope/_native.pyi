@@ -92,7 +92,6 @@ class EventWriter:
     ) -> bool: ...
 
 @final
-@disjoint_base
 class RunWriter:
     """Writes memory records to profiles/memory.jsonl, the seed's text log and TensorBoard."""
 
@@ -112,7 +111,6 @@ class RunWriter:
     def close(self) -> None: ...
 
 @final
-@disjoint_base
 class ProcessSampler:
     """Samples this process: rss_bytes, heap_bytes, cpu_percent, ram_percent."""
 
