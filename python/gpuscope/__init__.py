@@ -12,6 +12,9 @@ from gpuscope._native import (
 )
 from gpuscope._types import EventData, EventFileInfo, TagSeries
 from gpuscope.events import EventWriter, read_events
+from gpuscope.flags import add_argparse_flags
+from gpuscope.memory import MemoryProfiler, Schedule
+from gpuscope.memory.snapshots import oom_guard
 
 __all__ = [
     "BadInputError",
@@ -19,8 +22,12 @@ __all__ = [
     "EventFileInfo",
     "EventWriter",
     "GpuscopeError",
+    "MemoryProfiler",
+    "Schedule",
     "TagSeries",
     "WriterError",
     "__version__",
+    "add_argparse_flags",
+    "oom_guard",
     "read_events",
 ]

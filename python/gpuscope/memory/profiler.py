@@ -15,6 +15,7 @@ warning, and training goes on.
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 import warnings
@@ -29,6 +30,7 @@ from gpuscope import _native
 from gpuscope.memory.allocator import allocator_stats
 from gpuscope.memory.census import CensusTaker, Counted, scan_heap
 from gpuscope.memory.schedule import Schedule
+from gpuscope.memory.snapshots import dump_snapshot, snapshot_path, start_history
 
 __all__ = ["MemoryProfiler", "profiling_enabled"]
 
@@ -74,14 +76,18 @@ class MemoryProfiler:
         top_k: int = 5,
         module_depth: int = 1,
         device: str | torch.device | None = None,
+        snapshot_at: Iterable[int] = (),
         tensorboard: bool = True,
         text_log: bool = True,
         flush_secs: float = 2.0,
+        enabled: bool = True,
     ) -> None:
         if scan not in ("fast", "gc"):
             raise ValueError(f"scan must be 'fast' or 'gc', not {scan!r}")
         self.schedule = Schedule.of(every, windows)
-        self.enabled = profiling_enabled()
+        self.enabled = enabled and profiling_enabled()
+        self.snapshot_at = frozenset(int(i) for i in snapshot_at)
+        self.last_iteration = 0
         self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir()
         self.scan = scan
         self.large_threshold = int(large_threshold_mb * MB)
@@ -89,6 +95,7 @@ class MemoryProfiler:
         self.census = CensusTaker(model, optimizer, module_depth)
         self.device = self._device(model, device)
         self.rank, world = distributed_rank()
+        self.ranked = world > 1
         self.records = 0
         self._reported: set[str] = set()
         self._floor: int | None = None  # lowest heap-minus-census seen (CPU activations)
@@ -99,7 +106,7 @@ class MemoryProfiler:
             self._guarded(
                 "opening the run directory",
                 self._open,
-                world > 1,
+                self.ranked,
                 tensorboard,
                 text_log,
                 flush_secs,
@@ -114,8 +121,13 @@ class MemoryProfiler:
         loss: Any = None,
     ) -> None:
         """Call once per iteration; records when the schedule says so."""
-        if self.enabled and self.schedule.due(iteration):
+        if not self.enabled:
+            return
+        self.last_iteration = iteration
+        if self.schedule.due(iteration):
             self.record(iteration, losses, loss)
+        if iteration in self.snapshot_at:
+            self._guarded("saving an allocator snapshot", self._snapshot, iteration)
 
     def record(
         self,
@@ -161,6 +173,27 @@ class MemoryProfiler:
     ) -> None:
         self.close()
 
+    @classmethod
+    def from_args(
+        cls,
+        args: argparse.Namespace,
+        model: torch.nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        **kwargs: Any,
+    ) -> MemoryProfiler:
+        """A profiler configured by :func:`gpuscope.add_argparse_flags`' switches; a
+        disabled (no-op) one unless ``--profile_tensors True``."""
+        return cls(
+            args.profile_dir,
+            model=model,
+            optimizer=optimizer,
+            every=args.profile_interval,
+            scan=args.profile_scan,
+            snapshot_at=args.snapshot_at,
+            enabled=bool(args.profile_tensors),
+            **kwargs,
+        )
+
     # -- internals ----------------------------------------------------------------------
 
     def _open(self, ranked: bool, tensorboard: bool, text_log: bool, flush_secs: float) -> None:
@@ -173,6 +206,16 @@ class MemoryProfiler:
             flush_secs=flush_secs,
         )
         self._paths = [Path(p) for p in self._writer.paths]
+        if self.snapshot_at and not start_history():
+            self._report_once(
+                "allocator snapshots",
+                f"snapshot_at={sorted(self.snapshot_at)} needs CUDA, which is not available; "
+                "no snapshots will be saved",
+            )
+
+    def _snapshot(self, iteration: int) -> None:
+        path = snapshot_path(self.run_dir, f"iter{iteration}", self.rank if self.ranked else None)
+        dump_snapshot(path)
 
     @staticmethod
     def _device(model: torch.nn.Module | None, device: str | torch.device | None) -> torch.device:
@@ -192,15 +235,17 @@ class MemoryProfiler:
         try:
             return fn(*args)
         except Exception as e:  # noqa: BLE001 — profiling must never stop training
-            if what not in self._reported:
-                self._reported.add(what)
-                warnings.warn(
-                    f"gpuscope: {what} failed ({type(e).__name__}: {e}); training goes on, "
-                    "and this is reported only once",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+            self._report_once(
+                what,
+                f"{what} failed ({type(e).__name__}: {e}); training goes on, "
+                "and this is reported only once",
+            )
             return None
+
+    def _report_once(self, what: str, message: str) -> None:
+        if what not in self._reported:
+            self._reported.add(what)
+            warnings.warn(f"gpuscope: {message}", RuntimeWarning, stacklevel=4)
 
     def _take(self, iteration: int, losses: Mapping[str, Any] | None, loss: Any) -> dict[str, Any]:
         census = self.census.take()
