@@ -1,0 +1,160 @@
+"""The memory profiler inside real frameworks: a Lightning Trainer and a Hugging Face
+Trainer, each training a small model built from a config on CPU (nothing downloaded)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+EVERY = 5
+STEPS = 20
+
+
+def _records(run_dir: Path) -> list[dict[str, Any]]:
+    lines = (run_dir / "profiles" / "memory.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _parameter_bytes(model: nn.Module) -> int:
+    storages = {
+        p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in model.parameters()
+    }
+    return sum(storages.values())
+
+
+def test_lightning_callback(tmp_path: Path) -> None:
+    lightning = pytest.importorskip("lightning.pytorch")
+    from gpuscope.integrations.lightning import GpuscopeCallback
+
+    class Regressor(lightning.LightningModule):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+
+        def training_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
+            x, y = batch
+            mse = nn.functional.mse_loss(self.net(x), y)
+            l2 = 1e-3 * sum(p.pow(2).sum() for p in self.parameters())
+            return {"loss": mse + l2, "mse": mse.detach(), "l2": l2.detach()}
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    x = torch.randn(256, 8)
+    data = torch.utils.data.TensorDataset(x, x.sum(dim=1, keepdim=True))
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    module = Regressor()
+    run_dir = tmp_path / "run"
+    trainer = lightning.Trainer(
+        max_steps=STEPS,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        callbacks=[GpuscopeCallback(run_dir, every=EVERY)],
+    )
+    trainer.fit(module, loader)
+
+    records = _records(run_dir)
+    # global_step counts optimizer steps: 1..STEPS after each batch.
+    assert [r["iteration"] for r in records] == list(range(EVERY, STEPS + 1, EVERY))
+    params = _parameter_bytes(module)
+    for r in records:
+        assert r["categories_bytes"]["parameters"] == params
+        assert r["categories_bytes"]["optimizer_state"] >= 2 * params  # Adam: exp_avg, exp_avg_sq
+        assert set(r["losses"]) == {"mse", "l2", "total"}
+        assert r["losses"]["total"] == pytest.approx(
+            r["losses"]["mse"] + r["losses"]["l2"], rel=1e-5
+        )
+    assert set(records[0]["modules_bytes"]) == {"net"}
+
+
+def test_huggingface_trainer_callback(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    from gpuscope.integrations.huggingface import GpuscopeTrainerCallback
+
+    config = transformers.BertConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        num_labels=2,
+    )
+    torch.manual_seed(0)
+    model = transformers.BertForSequenceClassification(config)
+    rows = [
+        {"input_ids": torch.randint(1, 64, (16,)), "labels": torch.tensor(i % 2)} for i in range(64)
+    ]
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=STEPS,
+        per_device_train_batch_size=4,
+        logging_steps=EVERY,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    run_dir = tmp_path / "run"
+    trainer = transformers.Trainer(
+        model=model,
+        args=args,
+        train_dataset=rows,
+        callbacks=[GpuscopeTrainerCallback(run_dir, every=EVERY)],
+    )
+    trainer.train()
+
+    records = _records(run_dir)
+    assert [r["iteration"] for r in records] == list(range(EVERY, STEPS + 1, EVERY))
+    params = _parameter_bytes(model)
+    for r in records:
+        assert r["categories_bytes"]["parameters"] == params
+        assert r["categories_bytes"]["optimizer_state"] >= 2 * params  # AdamW moments
+        assert r["losses"]["total"] > 0  # the loss the trainer logged at that step
+    assert {"bert", "classifier"} <= set(records[0]["modules_bytes"])
+
+
+def test_gpuscope_run_dir_is_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside `gpuscope run`, GPUSCOPE_RUN_DIR points every writer at one run directory."""
+    lightning = pytest.importorskip("lightning.pytorch")
+    from gpuscope.integrations.lightning import GpuscopeCallback
+
+    class Tiny(lightning.LightningModule):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Linear(2, 1)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            (x,) = batch
+            return self.net(x).pow(2).mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    monkeypatch.setenv("GPUSCOPE_RUN_DIR", os.fspath(tmp_path / "from-env"))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 2)))
+    trainer = lightning.Trainer(
+        max_steps=2,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path / "root",
+        callbacks=[GpuscopeCallback(every=1)],
+    )
+    trainer.fit(Tiny(), loader)
+    records = _records(tmp_path / "from-env")
+    assert [r["iteration"] for r in records] == [1, 2]
+    assert all(set(r["losses"]) == {"total"} for r in records)
+    assert not (tmp_path / "root" / "gpuscope").exists()
