@@ -28,14 +28,21 @@ build: setup ## build the engine, the CLI and the Python package (release)
 	cargo build --release -p gpuscope-cli
 	$(VENV)/bin/maturin develop --release --quiet
 
-demo: build ## train a tiny model on CPU, then read what it wrote with gpuscope
+demo: build ## train a tiny model on CPU twice (clean, leaking), then read what gpuscope recorded
 	rm -rf $(DEMO_DIR)
-	GPUSCOPE_RUN_DIR=$(DEMO_DIR) $(PY) examples/tiny_train.py
-	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/tensorboard
-	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/tensorboard --tag Loss/total | tail -n 8
+	$(PY) examples/tiny_train.py --profile_dir $(DEMO_DIR)/clean
+	$(PY) examples/tiny_train.py --profile_dir $(DEMO_DIR)/leak --leak
+	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/clean/tensorboard --tags
+	@echo
+	@echo "Activations (MB) of the clean run, then of the leaking one:"
+	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/clean/tensorboard --tag TensorProfiling/Tensor_Category/activations_MB
+	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/leak/tensorboard --tag TensorProfiling/Tensor_Category/activations_MB
+	@echo
+	@echo "The last block of the seed-format text log of the leaking run:"
+	tail -n 22 $(DEMO_DIR)/leak/profiles/tensor_profile_*.log
 	@echo
 	@echo "A real file from another tool (torch.utils.tensorboard on an A100 cluster):"
-	$(VENV)/bin/gpuscope tb $(SHARED)/tfevents/pytorch_unet__events.out.tfevents.1738277380.wn44.22511.0 --tags
+	$(VENV)/bin/gpuscope tb $(SHARED)/tfevents/pytorch_unet__events.out.tfevents.1738277380.wn44.22511.0
 
 test: build test-rs test-py lint test-install ## set everything up and run every test and check
 

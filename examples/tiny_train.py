@@ -1,13 +1,16 @@
-"""A tiny CPU training loop that logs through gpuscope.
+"""A tiny CPU training loop instrumented with gpuscope.
 
-Trains a small regression MLP on synthetic data, with a loss made of components that
-switch on in phases (as seed 001's trainer does), and writes them to TensorBoard through
-gpuscope's EventWriter. Run it with ``make demo``; it writes into ``$GPUSCOPE_RUN_DIR``
-(default ``runs/tiny``).
+Trains a small MLP on synthetic data with a loss whose components switch on in phases (as
+seed 001's trainer does), records where memory goes every 25 iterations with
+``gpuscope.MemoryProfiler``, and logs a few extras through ``gpuscope.EventWriter``.
+``--leak`` keeps every output with its autograd graph alive — the classic leak — so the
+records show activations growing. It writes into ``$GPUSCOPE_RUN_DIR`` (default
+``runs/tiny``); ``make demo`` runs it twice and reads the results back.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
@@ -20,18 +23,22 @@ ENTROPY_FROM, SMOOTHNESS_FROM = 100, 200
 
 
 def main() -> None:
-    run_dir = Path(os.environ.get("GPUSCOPE_RUN_DIR", "runs/tiny"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--leak", action="store_true", help="keep outputs and their graphs")
+    gpuscope.add_argparse_flags(parser)
+    args = parser.parse_args()
+    run_dir = Path(args.profile_dir or os.environ.get("GPUSCOPE_RUN_DIR", "runs/tiny"))
+
     torch.manual_seed(0)
     x = torch.randn(512, 16)
     y = (x[:, :4].sum(dim=1, keepdim=True)).tanh()
-    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1))
+    model = nn.Sequential(nn.Linear(16, 256), nn.ReLU(), nn.Linear(256, 1))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    kept: list[torch.Tensor] = []
 
-    with gpuscope.EventWriter(run_dir / "tensorboard") as tb:
-        tb.add_text("run", f"tiny MLP, {ITERATIONS} iterations, Adam lr=1e-2")
-        tb.add_custom_scalars(
-            {"Loss": {"components": ["Multiline", [r"Loss/component_.*", r"Loss/total"]]}}
-        )
+    scope = gpuscope.MemoryProfiler(run_dir, model=model, optimizer=optimizer, every=25)
+    with scope, gpuscope.EventWriter(run_dir / "tensorboard") as tb:
+        tb.add_text("run", f"tiny MLP, {ITERATIONS} iterations, Adam lr=1e-2, leak={args.leak}")
         for it in range(ITERATIONS):
             batch = torch.randint(0, len(x), (64,))
             out = model(x[batch])
@@ -46,11 +53,12 @@ def main() -> None:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            for name, value in parts.items():
-                tb.add_scalar(f"Loss/component_{name}", value, it)
-            tb.add_scalar("Loss/total", loss, it)
+            if args.leak:
+                kept.append(model(x))  # the bug: an output and its whole graph, every step
+            scope.step(it, losses=parts)
         tb.add_histogram("weights/first_layer", model[0].weight, ITERATIONS)
-    print(f"wrote {run_dir / 'tensorboard'}")
+        scope.print_summary()
+    print(f"wrote {run_dir}")
 
 
 if __name__ == "__main__":

@@ -97,6 +97,7 @@ class MemoryProfiler:
         self.rank, world = distributed_rank()
         self.ranked = world > 1
         self.records = 0
+        self._peaks: dict[str, int] = {}
         self._reported: set[str] = set()
         self._floor: int | None = None  # lowest heap-minus-census seen (CPU activations)
         self._writer: Any = None
@@ -142,8 +143,11 @@ class MemoryProfiler:
         record: dict[str, Any] | None = self._guarded(
             "taking a record", self._take, iteration, losses, loss
         )
-        if record is not None and self._writer is not None:
-            self._guarded("writing a record", self._writer.write, record)
+        if record is not None:
+            self.records += 1
+            self._track_peaks(record)
+            if self._writer is not None:
+                self._guarded("writing a record", self._writer.write, record)
         return record
 
     def flush(self) -> None:
@@ -172,6 +176,23 @@ class MemoryProfiler:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def summary(self) -> dict[str, Any]:
+        """This process's records so far: count and peak figures (bytes)."""
+        return {"rank": self.rank, "records": self.records, **self._peaks}
+
+    def print_summary(self, file: Any = None) -> list[dict[str, Any]]:
+        """Prints the end-of-run summary — every rank's, gathered over torch.distributed and
+        printed by rank 0 only — and returns the summaries."""
+        summaries = [self.summary()]
+        dist = torch.distributed
+        if self.ranked and dist.is_available() and dist.is_initialized():
+            gathered: list[Any] = [None] * dist.get_world_size()
+            dist.all_gather_object(gathered, summaries[0])
+            summaries = [s for s in gathered if s is not None]
+        if self.rank == 0:
+            print(_summary_table(summaries), file=file)
+        return summaries
 
     @classmethod
     def from_args(
@@ -296,6 +317,19 @@ class MemoryProfiler:
             "losses": _losses(losses, loss),
         }
 
+    def _track_peaks(self, record: dict[str, Any]) -> None:
+        figures = {
+            "peak_census_bytes": record["census_bytes"],
+            "peak_activations_bytes": record["categories_bytes"]["activations"],
+            "peak_rss_bytes": record["system"].get("rss_bytes"),
+        }
+        if record["allocator"] is not None:
+            figures["peak_allocated_bytes"] = record["allocator"]["peak_allocated_bytes"]
+            figures["peak_reserved_bytes"] = record["allocator"]["peak_reserved_bytes"]
+        for key, value in figures.items():
+            if value is not None:
+                self._peaks[key] = max(self._peaks.get(key, 0), int(value))
+
     def _activations(
         self, allocator: dict[str, Any] | None, system: dict[str, Any], census_bytes: int
     ) -> int | None:
@@ -310,6 +344,22 @@ class MemoryProfiler:
         beyond = heap - census_bytes
         self._floor = beyond if self._floor is None else min(self._floor, beyond)
         return beyond - self._floor
+
+
+def _summary_table(summaries: list[dict[str, Any]]) -> str:
+    columns = [
+        ("census", "peak_census_bytes"),
+        ("activations", "peak_activations_bytes"),
+        ("allocated", "peak_allocated_bytes"),
+        ("reserved", "peak_reserved_bytes"),
+        ("rss", "peak_rss_bytes"),
+    ]
+    header = f"{'rank':>4} {'records':>7} " + " ".join(f"{name:>11}" for name, _ in columns)
+    lines = ["gpuscope memory summary (peaks, MB)", header]
+    for s in summaries:
+        cells = " ".join(f"{s[key] / MB:11.1f}" if key in s else f"{'-':>11}" for _, key in columns)
+        lines.append(f"{s['rank']:>4} {s['records']:>7} {cells}")
+    return "\n".join(lines)
 
 
 def _empty_system() -> dict[str, Any]:
