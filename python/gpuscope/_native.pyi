@@ -18,6 +18,7 @@ __all__ = [
     "WriterError",
     "__version__",
     "heap_in_use",
+    "instances_of",
     "read_events",
     "run_cli",
 ]
@@ -118,6 +119,7 @@ class ProcessSampler:
     def sample(self) -> dict[str, Any]: ...
 
 def heap_in_use() -> int | None: ...
+def instances_of(objects: list[Any], base: type) -> list[Any]: ...
 def read_events(
     path: str | PathLike[str],
     tags: list[str] | None = None,

@@ -3,6 +3,7 @@
 
 mod cli;
 mod error;
+mod heap;
 mod runlog;
 mod tfevents;
 
@@ -15,6 +16,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     error::register(m)?;
     tfevents::register(m)?;
     runlog::register(m)?;
+    heap::register(m)?;
     cli::register(m)?;
     Ok(())
 }

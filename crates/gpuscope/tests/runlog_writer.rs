@@ -37,6 +37,8 @@ fn record(iteration: i64, allocator: Option<AllocatorStats>) -> MemoryRecord {
             name: Some("encoder.weight".into()),
             category: "parameters".into(),
         }],
+        large_tensor_count: 1,
+        large_tensor_bytes: 100 * MIB,
         large_threshold_bytes: 100 * MIB,
         allocator,
         system: SystemStats {

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from gpuscope import _native
+
 __all__ = ["Census", "CensusTaker", "Counted", "scan_heap"]
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "buffers")
@@ -69,11 +71,15 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def storage_of(t: torch.Tensor) -> tuple[tuple[str, int], int]:
-    """(key, bytes) of the storage under ``t``; views share their base's key."""
+    """(key, bytes) of the storage under ``t``; views share their base's key. A sparse COO
+    tensor is its indices and values."""
+    if t.layout == torch.sparse_coo:
+        parts = (t._indices(), t._values())
+        return (str(t.device), id(t)), sum(storage_of(p)[1] for p in parts)
     try:
         storage = t.untyped_storage()
         return (str(t.device), storage.data_ptr()), storage.nbytes()
-    except (RuntimeError, NotImplementedError):  # sparse or other storage-less layouts
+    except (RuntimeError, NotImplementedError):  # other storage-less layouts
         return (str(t.device), id(t)), t.element_size() * t.nelement()
 
 
@@ -106,7 +112,7 @@ class CensusTaker:
         params = self._parameters()
         grads = tuple(p.grad is not None for _, p in params)
         addresses = tuple(p.data_ptr() for _, p in params)
-        shapes = tuple(p.shape for _, p in params)
+        shapes = tuple((p.shape, p.dtype) for _, p in params)
         state: tuple[int, ...] = ()
         if self.optimizer is not None:
             state = tuple(
@@ -115,9 +121,9 @@ class CensusTaker:
                 for v in per_param.values()
                 if isinstance(v, torch.Tensor)
             )
-        buffers: tuple[int, ...] = ()
+        buffers: tuple[Any, ...] = ()
         if self.model is not None:
-            buffers = tuple(b.data_ptr() for _, b in self.model.named_buffers())
+            buffers = tuple((b.data_ptr(), b.shape, b.dtype) for _, b in self.model.named_buffers())
         return (addresses, shapes, grads, state, buffers)
 
     def _parameters(self) -> list[tuple[str, torch.Tensor]]:
@@ -153,8 +159,10 @@ class CensusTaker:
                         label = f"{prefix}.{key}[{pname}]" if pname else f"{prefix}.{key}"
                         yield "optimizer_state", label, module, v
         if self.model is not None:
+            # Buffers are not part of the per-module figure: parameters, gradients and
+            # optimizer state are what a module costs to train.
             for name, b in self.model.named_buffers():
-                yield "buffers", name, self._module_of(name), b
+                yield "buffers", name, None, b
 
     def _count(self) -> Census:
         census = Census()
@@ -188,9 +196,7 @@ def scan_heap(known: set[tuple[str, int]], device: str | None = None) -> list[Co
     graphs are not Python objects and are not found (the allocator's remainder covers them)."""
     found: list[Counted] = []
     seen = set(known)
-    for obj in gc.get_objects():
-        if not isinstance(obj, torch.Tensor):
-            continue
+    for obj in _native.instances_of(gc.get_objects(), torch.Tensor):
         if device is not None and str(obj.device) != device:
             continue
         key, nbytes = storage_of(obj)

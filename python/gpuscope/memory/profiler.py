@@ -311,6 +311,8 @@ class MemoryProfiler:
                 }
                 for c in large[: max(self.top_k, 0)]
             ],
+            "large_tensor_count": len(large),
+            "large_tensor_bytes": sum(c.nbytes for c in large),
             "large_threshold_bytes": self.large_threshold,
             "allocator": allocator,
             "system": system,

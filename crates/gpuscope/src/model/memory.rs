@@ -27,8 +27,12 @@ pub struct MemoryRecord {
     pub tensor_count: u64,
     /// Bytes of the unique tensor storages counted.
     pub census_bytes: u64,
-    /// Tensors above the large-tensor threshold, largest first.
+    /// The largest tensors above the large-tensor threshold (top k), largest first.
     pub large_tensors: Vec<LargeTensor>,
+    /// How many tensors are above the threshold (the list above may hold fewer).
+    pub large_tensor_count: u64,
+    /// Their bytes in total.
+    pub large_tensor_bytes: u64,
     /// The large-tensor threshold in bytes.
     pub large_threshold_bytes: u64,
     /// CUDA caching-allocator figures; `null` on CPU, where there is no such allocator.

@@ -25,14 +25,13 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
     for (module, bytes) in &record.modules_bytes {
         push(format!("TensorProfiling/Module/{module}_MB"), mb(*bytes));
     }
-    let large_total: u64 = record.large_tensors.iter().map(|t| t.bytes).sum();
     push(
         "TensorProfiling/Large_Tensors/count".into(),
-        record.large_tensors.len() as f64,
+        record.large_tensor_count as f64,
     );
     push(
         "TensorProfiling/Large_Tensors/total_MB".into(),
-        mb(large_total),
+        mb(record.large_tensor_bytes),
     );
     push(
         "TensorProfiling/Tensor_Count/total".into(),

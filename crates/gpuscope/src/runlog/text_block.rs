@@ -61,7 +61,7 @@ pub fn format_block(record: &MemoryRecord, local_time: &str) -> String {
         out,
         "Large Tensors (>{:.0}MB): {}",
         mb(record.large_threshold_bytes),
-        record.large_tensors.len()
+        record.large_tensor_count
     );
     if !record.large_tensors.is_empty() {
         let _ = writeln!(out, "Top {TOP_LARGE} largest:");
@@ -127,6 +127,8 @@ mod tests {
                 name: None,
                 category: "parameters".into(),
             }],
+            large_tensor_count: 1,
+            large_tensor_bytes: 270_000_000,
             large_threshold_bytes: 100 * mib,
             allocator: Some(AllocatorStats {
                 allocated_bytes: 2_038_676_439, // 1944.23 MB
@@ -174,6 +176,7 @@ Top 5 largest:
         r.allocator = None;
         r.census_bytes = 3 << 20;
         r.large_tensors.clear();
+        r.large_tensor_count = 0;
         let block = format_block(&r, "2026-01-28 14:02:05");
         assert!(block.contains("Allocated: 3.00 MB | Reserved: 3.00 MB | Fragmentation: 0.0%"));
         assert!(block.contains("CPU run"));
