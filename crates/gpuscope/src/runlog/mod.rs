@@ -3,6 +3,7 @@
 //! TensorBoard tags of each record.
 
 pub mod names;
+pub mod read;
 pub mod tags;
 pub mod text_block;
 pub mod writer;

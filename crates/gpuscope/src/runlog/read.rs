@@ -1,0 +1,353 @@
+//! Reads memory records back: `profiles/memory*.jsonl` (the canonical format) and the seed
+//! project's `tensor_profile_*.log` text blocks, written by gpuscope or by the seed's own
+//! profiler. Bad lines are skipped and listed with their line numbers, never fatal: the
+//! caller decides whether what is left is enough.
+
+use std::io::BufRead;
+
+use chrono::TimeZone;
+
+use crate::model::memory::{AllocatorStats, Categories, LargeTensor, MemoryRecord};
+
+/// A line that was not used, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// 1-based line number.
+    pub line: usize,
+    /// What was wrong with it.
+    pub reason: String,
+}
+
+/// Records read from one file, and what was skipped.
+#[derive(Debug, Clone, Default)]
+pub struct ReadRecords {
+    /// The records, in file order.
+    pub records: Vec<MemoryRecord>,
+    /// Lines that were not used.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Reads JSONL memory records. A malformed line (a junk line, a record cut short by a
+/// crash) is skipped and listed.
+pub fn read_jsonl(input: impl BufRead) -> std::io::Result<ReadRecords> {
+    let mut out = ReadRecords::default();
+    for (i, line) in input.lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<MemoryRecord>(&line) {
+            Ok(record) => out.records.push(record),
+            Err(e) => out.skipped.push(Skipped {
+                line: i + 1,
+                reason: format!("not a memory record: {e}"),
+            }),
+        }
+    }
+    Ok(out)
+}
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+fn mb_to_bytes(mb: f64) -> u64 {
+    (mb * MIB).round() as u64
+}
+
+/// Reads the seed's text log: blocks opened by `Iteration <n> | <time>` between rules of
+/// `=`. MB figures become bytes (× 2^20). Blocks that lack `Allocated:` are skipped.
+pub fn read_text_log(input: impl BufRead) -> std::io::Result<ReadRecords> {
+    let mut out = ReadRecords::default();
+    let mut block: Option<(usize, Block)> = None;
+    for (i, line) in input.lines().enumerate() {
+        let line = line?;
+        let trimmed = line.trim_end();
+        if let Some(rest) = trimmed.strip_prefix("Iteration ") {
+            if let Some((start, b)) = block.take() {
+                finish(start, b, &mut out);
+            }
+            match Block::open(rest) {
+                Some(b) => block = Some((i + 1, b)),
+                None => out.skipped.push(Skipped {
+                    line: i + 1,
+                    reason: "unreadable Iteration line".into(),
+                }),
+            }
+            continue;
+        }
+        let Some((_, b)) = block.as_mut() else {
+            if !trimmed.is_empty() && !trimmed.starts_with('=') {
+                out.skipped.push(Skipped {
+                    line: i + 1,
+                    reason: "outside any block".into(),
+                });
+            }
+            continue;
+        };
+        if let Err(reason) = b.line(trimmed) {
+            out.skipped.push(Skipped {
+                line: i + 1,
+                reason,
+            });
+        }
+    }
+    if let Some((start, b)) = block.take() {
+        finish(start, b, &mut out);
+    }
+    Ok(out)
+}
+
+fn finish(start: usize, block: Block, out: &mut ReadRecords) {
+    match block.into_record() {
+        Some(r) => out.records.push(r),
+        None => out.skipped.push(Skipped {
+            line: start,
+            reason: "block without an Allocated line (cut short?)".into(),
+        }),
+    }
+}
+
+#[derive(Default)]
+enum Section {
+    #[default]
+    Header,
+    Categories,
+    DataTypes,
+    Large,
+}
+
+#[derive(Default)]
+struct Block {
+    record: Option<MemoryRecord>,
+    section: Section,
+    allocated: Option<(f64, f64)>,
+    cpu_census: bool,
+}
+
+impl Block {
+    fn open(rest: &str) -> Option<Block> {
+        let (iteration, time) = rest.split_once(" | ").unwrap_or((rest, ""));
+        let iteration: i64 = iteration.trim().parse().ok()?;
+        let time = chrono::NaiveDateTime::parse_from_str(time.trim(), "%Y-%m-%d %H:%M:%S")
+            .ok()
+            .and_then(|t| chrono::Local.from_local_datetime(&t).earliest())
+            .map_or(0.0, |t| t.timestamp() as f64);
+        Some(Block {
+            record: Some(MemoryRecord {
+                iteration,
+                time,
+                rank: 0,
+                device: "cuda".into(),
+                categories_bytes: Categories::default(),
+                modules_bytes: Default::default(),
+                dtypes_bytes: Default::default(),
+                tensor_count: 0,
+                census_bytes: 0,
+                large_tensors: Vec::new(),
+                large_tensor_count: 0,
+                large_tensor_bytes: 0,
+                large_threshold_bytes: 100 << 20,
+                allocator: None,
+                system: Default::default(),
+                losses: Default::default(),
+            }),
+            ..Block::default()
+        })
+    }
+
+    fn line(&mut self, line: &str) -> Result<(), String> {
+        let record = self.record.as_mut().expect("open block");
+        if line.is_empty() || line.starts_with('=') || line.starts_with("Top ") {
+            return Ok(());
+        }
+        if let Some(n) = line.strip_prefix("Total Tensors: ") {
+            record.tensor_count = n.trim().parse().map_err(|_| "bad tensor count")?;
+        } else if line.starts_with("Allocated: ") {
+            self.allocated = Some(allocated_line(line).ok_or("bad Allocated line")?);
+        } else if line.starts_with("(CPU run") {
+            self.cpu_census = true;
+        } else if line == "Tensor Categories:" {
+            self.section = Section::Categories;
+        } else if line == "Data Types:" {
+            self.section = Section::DataTypes;
+        } else if let Some(rest) = line.strip_prefix("Large Tensors (>") {
+            let (threshold, count) = rest.split_once("MB): ").ok_or("bad Large Tensors line")?;
+            record.large_threshold_bytes =
+                mb_to_bytes(threshold.parse().map_err(|_| "bad threshold")?);
+            record.large_tensor_count = count.trim().parse().map_err(|_| "bad large count")?;
+            self.section = Section::Large;
+        } else {
+            return match self.section {
+                Section::Categories => {
+                    let (name, bytes) = named_mb(line).ok_or("bad category line")?;
+                    set_category(&mut record.categories_bytes, &name, bytes)
+                }
+                Section::DataTypes => {
+                    let (name, bytes) = named_mb(line).ok_or("bad data type line")?;
+                    record.dtypes_bytes.insert(name, bytes);
+                    Ok(())
+                }
+                Section::Large => {
+                    record
+                        .large_tensors
+                        .push(large_line(line).ok_or("bad large tensor line")?);
+                    Ok(())
+                }
+                Section::Header => Err("unexpected line in block header".into()),
+            };
+        }
+        Ok(())
+    }
+
+    fn into_record(self) -> Option<MemoryRecord> {
+        let mut record = self.record?;
+        let (allocated, reserved) = self.allocated?;
+        record.census_bytes = record.categories_bytes.total();
+        if self.cpu_census {
+            record.device = "cpu".into();
+            record.census_bytes = mb_to_bytes(allocated);
+        } else {
+            record.allocator = Some(AllocatorStats {
+                allocated_bytes: mb_to_bytes(allocated),
+                reserved_bytes: mb_to_bytes(reserved),
+                ..AllocatorStats::default()
+            });
+        }
+        if record.large_tensor_count as usize == record.large_tensors.len() {
+            record.large_tensor_bytes = record.large_tensors.iter().map(|t| t.bytes).sum();
+        }
+        Some(record)
+    }
+}
+
+/// `Allocated: 1944.23 MB | Reserved: 2425.87 MB | Fragmentation: 19.9%` → (MB, MB).
+fn allocated_line(line: &str) -> Option<(f64, f64)> {
+    let mut parts = line.split(" | ");
+    let allocated = parts
+        .next()?
+        .strip_prefix("Allocated: ")?
+        .strip_suffix(" MB")?;
+    let reserved = parts
+        .next()?
+        .strip_prefix("Reserved: ")?
+        .strip_suffix(" MB")?;
+    Some((
+        allocated.trim().parse().ok()?,
+        reserved.trim().parse().ok()?,
+    ))
+}
+
+/// `  parameters     :  1012.80 MB` → ("parameters", bytes).
+fn named_mb(line: &str) -> Option<(String, u64)> {
+    let (name, value) = line.split_once(':')?;
+    let value: f64 = value.trim().strip_suffix("MB")?.trim().parse().ok()?;
+    Some((name.trim().to_owned(), mb_to_bytes(value)))
+}
+
+fn set_category(c: &mut Categories, name: &str, bytes: u64) -> Result<(), String> {
+    match name {
+        "parameters" => c.parameters = bytes,
+        "gradients" => c.gradients = bytes,
+        "optimizer_state" => c.optimizer_state = bytes,
+        "buffers" => c.buffers = bytes,
+        "activations" => c.activations = Some(bytes),
+        "other" => c.other = Some(bytes),
+        _ => return Err(format!("unknown category {name:?}")),
+    }
+    Ok(())
+}
+
+/// `    257.49 MB | shape=(1500000, 15, 3) | dtype=float32`.
+fn large_line(line: &str) -> Option<LargeTensor> {
+    let mut parts = line.split(" | ");
+    let mb: f64 = parts
+        .next()?
+        .trim()
+        .strip_suffix("MB")?
+        .trim()
+        .parse()
+        .ok()?;
+    let shape = parts
+        .next()?
+        .trim()
+        .strip_prefix("shape=(")?
+        .strip_suffix(')')?;
+    let dtype = parts.next()?.trim().strip_prefix("dtype=")?;
+    let shape = shape
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| d.parse().ok())
+        .collect::<Option<Vec<i64>>>()?;
+    Some(LargeTensor {
+        bytes: mb_to_bytes(mb),
+        shape,
+        dtype: dtype.to_owned(),
+        device: String::new(),
+        name: None,
+        category: String::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runlog::text_block::format_block;
+
+    #[test]
+    fn our_blocks_read_back() {
+        let mib = 1u64 << 20;
+        let mut r = MemoryRecord {
+            iteration: 7,
+            time: 0.0,
+            rank: 0,
+            device: "cuda".into(),
+            categories_bytes: Categories {
+                parameters: 10 * mib,
+                gradients: 5 * mib,
+                optimizer_state: 20 * mib,
+                buffers: 0,
+                activations: Some(3 * mib),
+                other: None,
+            },
+            modules_bytes: Default::default(),
+            dtypes_bytes: [("float32".to_owned(), 38 * mib)].into_iter().collect(),
+            tensor_count: 12,
+            census_bytes: 35 * mib,
+            large_tensors: vec![],
+            large_tensor_count: 0,
+            large_tensor_bytes: 0,
+            large_threshold_bytes: 100 * mib,
+            allocator: Some(AllocatorStats {
+                allocated_bytes: 38 * mib,
+                reserved_bytes: 50 * mib,
+                ..Default::default()
+            }),
+            system: Default::default(),
+            losses: Default::default(),
+        };
+        let mut text = format_block(&r, "2026-01-28 14:02:05");
+        text.push_str("junk line\n");
+        r.iteration = 8;
+        r.allocator = None;
+        text.push_str(&format_block(&r, "2026-01-28 14:02:06"));
+        let read = read_text_log(text.as_bytes()).unwrap();
+        assert_eq!(read.records.len(), 2);
+        assert_eq!(read.skipped.len(), 1, "{:?}", read.skipped);
+        let first = &read.records[0];
+        assert_eq!(first.iteration, 7);
+        assert_eq!(first.categories_bytes.optimizer_state, 20 * mib);
+        assert_eq!(first.categories_bytes.activations, Some(3 * mib));
+        assert_eq!(first.allocator.as_ref().unwrap().reserved_bytes, 50 * mib);
+        assert_eq!(read.records[1].device, "cpu");
+        assert!(read.records[1].allocator.is_none());
+    }
+
+    #[test]
+    fn jsonl_skips_bad_lines_with_their_numbers() {
+        let text = "{\"iteration\": 1}\nnot json\n\n{\"iteration\":";
+        let read = read_jsonl(text.as_bytes()).unwrap();
+        assert!(read.records.is_empty());
+        let lines: Vec<usize> = read.skipped.iter().map(|s| s.line).collect();
+        assert_eq!(lines, vec![1, 2, 4]);
+    }
+}
