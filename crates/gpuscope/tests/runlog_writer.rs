@@ -97,6 +97,29 @@ fn jsonl_holds_each_record_as_written() {
 }
 
 #[test]
+fn non_finite_losses_are_spelled_out_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = record(0, None);
+    r.losses = BTreeMap::from([
+        ("a".into(), f64::NAN),
+        ("b".into(), f64::INFINITY),
+        ("c".into(), f64::NEG_INFINITY),
+        ("d".into(), 1.5),
+    ]);
+    write(dir.path(), &[r], None);
+    let text = fs::read_to_string(dir.path().join("profiles/memory.jsonl")).unwrap();
+    assert!(
+        text.contains(r#""losses":{"a":"NaN","b":"Infinity","c":"-Infinity","d":1.5}"#),
+        "{text}"
+    );
+    let back: MemoryRecord = serde_json::from_str(text.trim()).unwrap();
+    assert!(back.losses["a"].is_nan());
+    assert_eq!(back.losses["c"], f64::NEG_INFINITY);
+    let old: MemoryRecord = serde_json::from_str(&text.replace(r#""NaN""#, "null")).unwrap();
+    assert!(old.losses["a"].is_nan());
+}
+
+#[test]
 fn text_log_blocks_carry_the_seed_figures() {
     let dir = tempfile::tempdir().unwrap();
     write(

@@ -10,17 +10,29 @@ use gpuscope::runlog::read::read_text_log;
 
 #[test]
 fn seed_log_matches_the_reference_figures() {
-    let reference: serde_json::Value = serde_json::from_reader(
-        File::open(common::shared_data("logs/reference.json")).unwrap(),
-    )
-    .unwrap();
+    let reference: serde_json::Value =
+        serde_json::from_reader(File::open(common::shared_data("logs/reference.json")).unwrap())
+            .unwrap();
     let expected = &reference["tensor_profile_20260128_140205.log"];
-    let file = File::open(common::shared_data("logs/tensor_profile_20260128_140205.log")).unwrap();
+    let file = File::open(common::shared_data(
+        "logs/tensor_profile_20260128_140205.log",
+    ))
+    .unwrap();
     let read = read_text_log(BufReader::new(file)).unwrap();
-    assert!(read.skipped.is_empty(), "{:?}", &read.skipped[..read.skipped.len().min(3)]);
-    assert_eq!(read.records.len() as u64, expected["records"].as_u64().unwrap());
+    assert!(
+        read.skipped.is_empty(),
+        "{:?}",
+        &read.skipped[..read.skipped.len().min(3)]
+    );
+    assert_eq!(
+        read.records.len() as u64,
+        expected["records"].as_u64().unwrap()
+    );
     let mib = (1u64 << 20) as f64;
-    for (which, record) in [("first", &read.records[0]), ("last", read.records.last().unwrap())] {
+    for (which, record) in [
+        ("first", &read.records[0]),
+        ("last", read.records.last().unwrap()),
+    ] {
         let want = &expected[which];
         let allocator = record.allocator.as_ref().unwrap();
         assert_eq!(record.iteration, want["iteration"].as_i64().unwrap());
@@ -28,9 +40,18 @@ fn seed_log_matches_the_reference_figures() {
         let close = |bytes: u64, mb: &serde_json::Value| {
             (bytes as f64 / mib - mb.as_f64().unwrap()).abs() < 0.005 + 1e-9
         };
-        assert!(close(allocator.allocated_bytes, &want["allocated_mb"]), "{which}");
-        assert!(close(allocator.reserved_bytes, &want["reserved_mb"]), "{which}");
-        assert!(close(record.categories_bytes.parameters, &want["parameters_mb"]), "{which}");
+        assert!(
+            close(allocator.allocated_bytes, &want["allocated_mb"]),
+            "{which}"
+        );
+        assert!(
+            close(allocator.reserved_bytes, &want["reserved_mb"]),
+            "{which}"
+        );
+        assert!(
+            close(record.categories_bytes.parameters, &want["parameters_mb"]),
+            "{which}"
+        );
         // The seed prints fragmentation to one decimal.
         let fragmentation = allocator.fragmentation_percent();
         assert!((fragmentation - want["fragmentation_percent"].as_f64().unwrap()).abs() <= 0.05);

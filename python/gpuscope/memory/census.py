@@ -13,7 +13,7 @@ densification, optimizer-state rebuilds or gradients appearing and vanishing.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +83,28 @@ def storage_of(t: torch.Tensor) -> tuple[tuple[str, int], int]:
         return (str(t.device), id(t)), t.element_size() * t.nelement()
 
 
+def state_tensors(value: Any, key: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """(key, tensor) for every tensor in an optimizer's per-parameter state, including
+    those kept in lists and dicts (LBFGS keeps its history in lists): ``old_dirs.3``."""
+    if isinstance(value, torch.Tensor):
+        yield key, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from state_tensors(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from state_tensors(v, f"{key}.{i}" if key else str(i))
+
+
+def unwrap(model: torch.nn.Module | None) -> torch.nn.Module | None:
+    """The model inside DistributedDataParallel / DataParallel, so module names and the
+    per-module breakdown are the user's, not ``module.*``."""
+    wrappers = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
+    while isinstance(model, wrappers):
+        model = model.module
+    return model
+
+
 class CensusTaker:
     """Counts what ``model`` and ``optimizer`` hold (either may be ``None``)."""
 
@@ -92,7 +114,7 @@ class CensusTaker:
         optimizer: torch.optim.Optimizer | None,
         module_depth: int = 1,
     ) -> None:
-        self.model = model
+        self.model = unwrap(model)
         self.optimizer = optimizer
         self.module_depth = module_depth
         self._fingerprint: tuple[Any, ...] | None = None
@@ -116,10 +138,9 @@ class CensusTaker:
         state: tuple[int, ...] = ()
         if self.optimizer is not None:
             state = tuple(
-                id(v)
+                id(t)
                 for per_param in self.optimizer.state.values()
-                for v in per_param.values()
-                if isinstance(v, torch.Tensor)
+                for _, t in state_tensors(per_param)
             )
         buffers: tuple[Any, ...] = ()
         if self.model is not None:
@@ -154,10 +175,9 @@ class CensusTaker:
             for p, per_param in self.optimizer.state.items():
                 pname = names.get(id(p))
                 module = self._module_of(pname) if pname is not None else None
-                for key, v in per_param.items():
-                    if isinstance(v, torch.Tensor):
-                        label = f"{prefix}.{key}[{pname}]" if pname else f"{prefix}.{key}"
-                        yield "optimizer_state", label, module, v
+                for key, t in state_tensors(per_param):
+                    label = f"{prefix}.{key}[{pname}]" if pname else f"{prefix}.{key}"
+                    yield "optimizer_state", label, module, t
         if self.model is not None:
             # Buffers are not part of the per-module figure: parameters, gradients and
             # optimizer state are what a module costs to train.
@@ -192,8 +212,9 @@ class CensusTaker:
 
 def scan_heap(known: set[tuple[str, int]], device: str | None = None) -> list[Counted]:
     """Tensors reachable from Python that model and optimizer do not hold — the seeds'
-    ``gc.get_objects()`` walk, de-duplicated by storage. Tensors alive only inside autograd
-    graphs are not Python objects and are not found (the allocator's remainder covers them)."""
+    ``gc.get_objects()`` walk, de-duplicated by storage. Only tensors with a Python object
+    are found; memory held without one (buffers C++ operators save for backward) is covered
+    by the allocator's or the heap's remainder, ``activations``."""
     found: list[Counted] = []
     seen = set(known)
     for obj in _native.instances_of(gc.get_objects(), torch.Tensor):

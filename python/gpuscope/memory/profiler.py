@@ -30,7 +30,7 @@ from gpuscope import _native
 from gpuscope.memory.allocator import allocator_stats
 from gpuscope.memory.census import CensusTaker, Counted, scan_heap
 from gpuscope.memory.schedule import Schedule
-from gpuscope.memory.snapshots import dump_snapshot, snapshot_path, start_history
+from gpuscope.memory.snapshots import dump_snapshot, iteration_snapshot_path, start_history
 
 __all__ = ["MemoryProfiler", "profiling_enabled"]
 
@@ -235,7 +235,8 @@ class MemoryProfiler:
             )
 
     def _snapshot(self, iteration: int) -> None:
-        path = snapshot_path(self.run_dir, f"iter{iteration}", self.rank if self.ranked else None)
+        rank = self.rank if self.ranked else None
+        path = iteration_snapshot_path(self.run_dir, iteration, rank)
         dump_snapshot(path)
 
     @staticmethod

@@ -24,15 +24,27 @@ from gpuscope.memory.allocator import allocator_stats
 if TYPE_CHECKING:
     from gpuscope.memory.profiler import MemoryProfiler
 
-__all__ = ["dump_snapshot", "oom_guard", "snapshot_path", "start_history"]
+__all__ = [
+    "dump_snapshot",
+    "iteration_snapshot_path",
+    "oom_guard",
+    "oom_snapshot_path",
+    "start_history",
+]
 
 HISTORY_ENTRIES = 100_000
 
 
-def snapshot_path(run_dir: Path, label: str, rank: int | None) -> Path:
-    """``snapshots/[rank<R>.]<label>.pickle`` (label: ``iter<N>`` or ``oom.<stamp>``)."""
-    name = f"rank{rank}.{label}.pickle" if rank is not None else f"{label}.pickle"
-    return run_dir / "snapshots" / name
+def iteration_snapshot_path(run_dir: Path, iteration: int, rank: int | None) -> Path:
+    """``snapshots/[rank<R>.]iter<N>.pickle``."""
+    ranked = f"rank{rank}." if rank is not None else ""
+    return run_dir / "snapshots" / f"{ranked}iter{iteration}.pickle"
+
+
+def oom_snapshot_path(run_dir: Path, stamp: str, rank: int | None) -> Path:
+    """``snapshots/oom.[rank<R>.]<stamp>.pickle``."""
+    ranked = f"rank{rank}." if rank is not None else ""
+    return run_dir / "snapshots" / f"oom.{ranked}{stamp}.pickle"
 
 
 def start_history(max_entries: int = HISTORY_ENTRIES) -> bool:
@@ -110,7 +122,7 @@ class oom_guard(contextlib.ContextDecorator):
 
     def _write_forensics(self, exc: BaseException) -> Path:
         stamp = time.strftime("%Y%m%d_%H%M%S")
-        snapshot = snapshot_path(self.run_dir, f"oom.{stamp}", self.rank)
+        snapshot = oom_snapshot_path(self.run_dir, stamp, self.rank)
         has_snapshot = dump_snapshot(snapshot)
         record: dict[str, Any] | None = None
         if self.profiler is not None:

@@ -59,8 +59,8 @@ pub fn format_block(record: &MemoryRecord, local_time: &str) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "Large Tensors (>{:.0}MB): {}",
-        mb(record.large_threshold_bytes),
+        "Large Tensors (>{}MB): {}",
+        (mb(record.large_threshold_bytes) * 1000.0).round() / 1000.0,
         record.large_tensor_count
     );
     if !record.large_tensors.is_empty() {
