@@ -5,9 +5,13 @@ Parameters, gradients, optimizer state and buffers are read from ``model.named_p
 storage (device, address), so a view, a tied weight or a tensor listed twice never counts
 twice; the first category that claims a storage keeps it, in the order above.
 
-Cheap by design: a fingerprint of the tensors' identities is taken at every record (one
-pass of attribute reads), and the full count is redone only when it changed — after
-densification, optimizer-state rebuilds or gradients appearing and vanishing.
+Cheap by design. The lists of parameters and buffers are kept between records and taken
+again only after some module registered a parameter, buffer or submodule (torch's global
+registration hooks say when). At every record a fingerprint of the tensors' identities —
+addresses and byte sizes of parameters and buffers, which gradients exist, the ids of the
+optimizer-state tensors — is compared with the last one, a few flat list comprehensions;
+the full count is redone only when it changed: after densification, an optimizer-state
+rebuild, gradients appearing or vanishing.
 """
 
 from __future__ import annotations
@@ -21,12 +25,41 @@ import torch
 
 from gpuscope import _native
 
-__all__ = ["Census", "CensusTaker", "Counted", "scan_heap"]
+__all__ = ["Census", "CensusTaker", "Counted", "scan_heap", "state_tensors", "unwrap"]
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "buffers")
+StorageKey = tuple[torch.device, int]
 
 
-@dataclass(frozen=True)
+class _Registrations:
+    """Counts parameter, buffer and submodule registrations anywhere in the process, so a
+    census knows when its cached lists of parameters and buffers may be out of date."""
+
+    count = 0
+    hooked = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls.hooked:
+            return
+        hooks = torch.nn.modules.module
+        for name in (
+            "register_module_parameter_registration_hook",
+            "register_module_buffer_registration_hook",
+            "register_module_module_registration_hook",
+        ):
+            register = getattr(hooks, name, None)
+            if register is None:  # an older torch: the lists are taken at every record
+                return
+            register(cls._bump)
+        cls.hooked = True
+
+    @classmethod
+    def _bump(cls, *_: Any) -> None:
+        cls.count += 1
+
+
+@dataclass(slots=True)
 class Counted:
     """One unique storage and what it is known as."""
 
@@ -46,9 +79,11 @@ class Census:
     categories: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0))
     modules: dict[str, int] = field(default_factory=dict)
     dtypes: dict[str, int] = field(default_factory=dict)
-    count: int = 0
     total: int = 0
     items: list[Counted] = field(default_factory=list)
+    keys: set[StorageKey] = field(default_factory=set)
+    tensor_ids: set[int] = field(default_factory=set)
+    _largest: dict[int, list[Counted]] = field(default_factory=dict)
 
     def add(self, item: Counted) -> None:
         self.items.append(item)
@@ -56,31 +91,38 @@ class Census:
         if item.module is not None:
             self.modules[item.module] = self.modules.get(item.module, 0) + item.nbytes
         self.dtypes[item.dtype] = self.dtypes.get(item.dtype, 0) + item.nbytes
-        self.count += 1
         self.total += item.nbytes
 
     def largest(self, threshold: int) -> list[Counted]:
-        """Storages of at least ``threshold`` bytes, largest first."""
-        big = [c for c in self.items if c.nbytes >= threshold]
-        return sorted(big, key=lambda c: c.nbytes, reverse=True)
+        """Storages of at least ``threshold`` bytes, largest first (kept per threshold)."""
+        if threshold not in self._largest:
+            big = [c for c in self.items if c.nbytes >= threshold]
+            self._largest[threshold] = sorted(big, key=lambda c: c.nbytes, reverse=True)
+        return self._largest[threshold]
+
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
     """``torch.float32`` -> ``float32``, as the seeds' tags spell it."""
-    return str(dtype).removeprefix("torch.")
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
-def storage_of(t: torch.Tensor) -> tuple[tuple[str, int], int]:
+def storage_of(t: torch.Tensor) -> tuple[StorageKey, int]:
     """(key, bytes) of the storage under ``t``; views share their base's key. A sparse COO
     tensor is its indices and values."""
     if t.layout == torch.sparse_coo:
         parts = (t._indices(), t._values())
-        return (str(t.device), id(t)), sum(storage_of(p)[1] for p in parts)
+        return (t.device, id(t)), sum(storage_of(p)[1] for p in parts)
     try:
         storage = t.untyped_storage()
-        return (str(t.device), storage.data_ptr()), storage.nbytes()
+        return (t.device, storage.data_ptr()), storage.nbytes()
     except (RuntimeError, NotImplementedError):  # other storage-less layouts
-        return (str(t.device), id(t)), t.element_size() * t.nelement()
+        return (t.device, id(t)), t.element_size() * t.nelement()
 
 
 def state_tensors(value: Any, key: str = "") -> Iterator[tuple[str, torch.Tensor]]:
@@ -94,6 +136,16 @@ def state_tensors(value: Any, key: str = "") -> Iterator[tuple[str, torch.Tensor
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             yield from state_tensors(v, f"{key}.{i}" if key else str(i))
+
+
+def _state_ids(value: Any) -> Any:
+    """The fingerprint of one optimizer-state value: a tensor's id, or the ids inside a
+    container (a tuple), or ``None``."""
+    if isinstance(value, torch.Tensor):
+        return id(value)
+    if isinstance(value, (Mapping, list, tuple)):
+        return tuple(id(t) for _, t in state_tensors(value))
+    return None
 
 
 def unwrap(model: torch.nn.Module | None) -> torch.nn.Module | None:
@@ -114,9 +166,15 @@ class CensusTaker:
         optimizer: torch.optim.Optimizer | None,
         module_depth: int = 1,
     ) -> None:
+        _Registrations.install()
         self.model = unwrap(model)
         self.optimizer = optimizer
         self.module_depth = module_depth
+        self._registrations = -1
+        self._params: list[tuple[str, torch.Tensor]] = []
+        self._buffers: list[tuple[str, torch.Tensor]] = []
+        self._param_tensors: list[torch.Tensor] = []
+        self._buffer_tensors: list[torch.Tensor] = []
         self._fingerprint: tuple[Any, ...] | None = None
         self._census: Census | None = None
 
@@ -129,33 +187,41 @@ class CensusTaker:
         return self._census
 
     def fingerprint(self) -> tuple[Any, ...]:
-        """Identity of every counted tensor: addresses of parameters and buffers, which
-        gradients exist, and the optimizer-state tensors' ids (rebuilt on densification)."""
-        params = self._parameters()
-        grads = tuple(p.grad is not None for _, p in params)
-        addresses = tuple(p.data_ptr() for _, p in params)
-        shapes = tuple((p.shape, p.dtype) for _, p in params)
-        state: tuple[int, ...] = ()
+        """Identity of every counted tensor (see the module's docstring)."""
+        self._refresh_lists()
+        params, buffers = self._param_tensors, self._buffer_tensors
+        state: list[Any] = []
         if self.optimizer is not None:
-            state = tuple(
-                id(t)
+            plain = torch.Tensor  # Adam & co. keep plain tensors: skip the call for them
+            state = [
+                id(v) if type(v) is plain else _state_ids(v)
                 for per_param in self.optimizer.state.values()
-                for _, t in state_tensors(per_param)
-            )
-        buffers: tuple[Any, ...] = ()
-        if self.model is not None:
-            buffers = tuple((b.data_ptr(), b.shape, b.dtype) for _, b in self.model.named_buffers())
-        return (addresses, shapes, grads, state, buffers)
-
-    def _parameters(self) -> list[tuple[str, torch.Tensor]]:
-        if self.model is not None:
-            return list(self.model.named_parameters())
-        if self.optimizer is not None:
-            return [
-                (f"param{i}", p)
-                for i, p in enumerate(p for g in self.optimizer.param_groups for p in g["params"])
+                for v in per_param.values()
             ]
-        return []
+        return (
+            [p.data_ptr() for p in params],
+            [p.nbytes for p in params],
+            [p.grad is not None for p in params],
+            state,
+            [b.data_ptr() for b in buffers],
+            [b.nbytes for b in buffers],
+        )
+
+    def _refresh_lists(self) -> None:
+        if self.model is None:
+            # The optimizer's flat lists are cheap to read, and it may swap parameters.
+            groups = self.optimizer.param_groups if self.optimizer is not None else []
+            params = (p for g in groups for p in g["params"])
+            self._params = [(f"param{i}", p) for i, p in enumerate(params)]
+            self._param_tensors = [p for _, p in self._params]
+            return
+        if _Registrations.hooked and self._registrations == _Registrations.count:
+            return
+        self._registrations = _Registrations.count
+        self._params = list(self.model.named_parameters())
+        self._buffers = list(self.model.named_buffers())
+        self._param_tensors = [p for _, p in self._params]
+        self._buffer_tensors = [b for _, b in self._buffers]
 
     def _module_of(self, name: str) -> str:
         parts = name.split(".")[:-1][: self.module_depth]
@@ -163,76 +229,62 @@ class CensusTaker:
 
     def _tensors(self) -> Iterator[tuple[str, str | None, str | None, torch.Tensor]]:
         """(category, name, module, tensor) for everything counted, in claim order."""
-        params = self._parameters()
+        self._refresh_lists()
+        params = self._params
         names = {id(p): n for n, p in params}
+        modules = {n: self._module_of(n) for n, _ in params}
         for name, p in params:
-            yield "parameters", name, self._module_of(name), p
+            yield "parameters", name, modules[name], p
         for name, p in params:
             if p.grad is not None:
-                yield "gradients", f"{name}.grad", self._module_of(name), p.grad
+                yield "gradients", f"{name}.grad", modules[name], p.grad
         if self.optimizer is not None:
             prefix = type(self.optimizer).__name__.lower()
             for p, per_param in self.optimizer.state.items():
                 pname = names.get(id(p))
-                module = self._module_of(pname) if pname is not None else None
+                module = modules.get(pname) if pname is not None else None
                 for key, t in state_tensors(per_param):
                     label = f"{prefix}.{key}[{pname}]" if pname else f"{prefix}.{key}"
                     yield "optimizer_state", label, module, t
-        if self.model is not None:
-            # Buffers are not part of the per-module figure: parameters, gradients and
-            # optimizer state are what a module costs to train.
-            for name, b in self.model.named_buffers():
-                yield "buffers", name, None, b
+        # Buffers are not part of the per-module figure: parameters, gradients and
+        # optimizer state are what a module costs to train.
+        for name, b in self._buffers:
+            yield "buffers", name, None, b
 
     def _count(self) -> Census:
         census = Census()
-        seen: set[tuple[str, int]] = set()
+        devices: dict[torch.device, str] = {}
         for category, name, module, t in self._tensors():
+            census.tensor_ids.add(id(t))
             key, nbytes = storage_of(t)
-            if key in seen:
+            if key in census.keys:
                 continue
-            seen.add(key)
+            census.keys.add(key)
+            device = devices.get(key[0])
+            if device is None:
+                device = devices[key[0]] = str(key[0])
             census.add(
-                Counted(
-                    nbytes=nbytes,
-                    category=category,
-                    name=name,
-                    dtype=dtype_name(t.dtype),
-                    shape=tuple(t.shape),
-                    device=str(t.device),
-                    module=module,
-                )
+                Counted(nbytes, category, name, dtype_name(t.dtype), t.shape, device, module)
             )
         return census
 
-    def known_storages(self) -> set[tuple[str, int]]:
-        """Keys of every storage the census counts (for a heap scan to skip)."""
-        return {storage_of(t)[0] for _, _, _, t in self._tensors()}
 
-
-def scan_heap(known: set[tuple[str, int]], device: str | None = None) -> list[Counted]:
-    """Tensors reachable from Python that model and optimizer do not hold — the seeds'
-    ``gc.get_objects()`` walk, de-duplicated by storage. Only tensors with a Python object
-    are found; memory held without one (buffers C++ operators save for backward) is covered
-    by the allocator's or the heap's remainder, ``activations``."""
+def scan_heap(census: Census, device: torch.device | None = None) -> list[Counted]:
+    """Tensors reachable from Python that the census does not hold — the seeds'
+    ``gc.get_objects()`` walk, de-duplicated by storage (on ``device`` only, if given).
+    Only tensors with a Python object are found; memory held without one (buffers C++
+    operators save for backward) is covered by the allocator's or the heap's remainder,
+    ``activations``."""
     found: list[Counted] = []
-    seen = set(known)
+    seen = set(census.keys)
     for obj in _native.instances_of(gc.get_objects(), torch.Tensor):
-        if device is not None and str(obj.device) != device:
+        if id(obj) in census.tensor_ids or (device is not None and obj.device != device):
             continue
         key, nbytes = storage_of(obj)
         if key in seen:
             continue
         seen.add(key)
         found.append(
-            Counted(
-                nbytes=nbytes,
-                category="other",
-                name=None,
-                dtype=dtype_name(obj.dtype),
-                shape=tuple(obj.shape),
-                device=str(obj.device),
-                module=None,
-            )
+            Counted(nbytes, "other", None, dtype_name(obj.dtype), obj.shape, str(obj.device), None)
         )
     return found

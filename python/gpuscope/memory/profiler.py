@@ -28,7 +28,7 @@ import torch
 
 from gpuscope import _native
 from gpuscope.memory.allocator import allocator_stats
-from gpuscope.memory.census import CensusTaker, Counted, scan_heap
+from gpuscope.memory.census import CensusTaker, scan_heap
 from gpuscope.memory.schedule import Schedule
 from gpuscope.memory.snapshots import dump_snapshot, iteration_snapshot_path, start_history
 
@@ -271,26 +271,26 @@ class MemoryProfiler:
 
     def _take(self, iteration: int, losses: Mapping[str, Any] | None, loss: Any) -> dict[str, Any]:
         census = self.census.take()
-        items: list[Counted] = list(census.items)
         categories: dict[str, int | None] = dict(census.categories)
+        dtypes = dict(census.dtypes)
+        count, census_bytes = len(census.items), census.total
+        large = census.largest(self.large_threshold)
         other: int | None = None
         if self.scan == "gc":
-            found = scan_heap(self.census.known_storages())
-            items += found
+            device = self.device if self.device.type != "cpu" else None
+            found = scan_heap(census, device)
             other = sum(c.nbytes for c in found)
-        census_bytes = sum(c.nbytes for c in items)
-        dtypes = dict(census.dtypes)
-        for c in items[len(census.items) :]:
-            dtypes[c.dtype] = dtypes.get(c.dtype, 0) + c.nbytes
+            count, census_bytes = count + len(found), census_bytes + other
+            for c in found:
+                dtypes[c.dtype] = dtypes.get(c.dtype, 0) + c.nbytes
+            big = [c for c in found if c.nbytes >= self.large_threshold]
+            large = sorted(large + big, key=lambda c: c.nbytes, reverse=True)
 
         system = self._sampler.sample() if self._sampler is not None else _empty_system()
         allocator = allocator_stats(self.device)
         categories["activations"] = self._activations(allocator, system, census_bytes)
         categories["other"] = other
 
-        large = sorted(
-            (c for c in items if c.nbytes >= self.large_threshold), key=lambda c: -c.nbytes
-        )
         return {
             "iteration": int(iteration),
             "time": time.time(),
@@ -299,7 +299,7 @@ class MemoryProfiler:
             "categories_bytes": categories,
             "modules_bytes": dict(census.modules),
             "dtypes_bytes": dtypes,
-            "tensor_count": len(items),
+            "tensor_count": count,
             "census_bytes": census_bytes,
             "large_tensors": [
                 {

@@ -5,6 +5,9 @@
 use crate::model::memory::{mb, MemoryRecord};
 use crate::model::tensorboard::{Chart, ChartContent, ChartGroup};
 
+/// How many modules get a TensorBoard tag per record: the largest.
+pub const MODULE_TAGS: usize = 16;
+
 /// (tag, value) for every figure of `record` that was measured; nothing for what was not
 /// (a CPU run has no allocator figures, rather than zeros).
 pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
@@ -22,7 +25,11 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
             mb(*bytes),
         );
     }
-    for (module, bytes) in &record.modules_bytes {
+    // A chart with hundreds of lines says nothing: the largest modules only (the JSONL
+    // has them all).
+    let mut modules: Vec<_> = record.modules_bytes.iter().collect();
+    modules.sort_by_key(|(_, bytes)| std::cmp::Reverse(**bytes));
+    for (module, bytes) in modules.into_iter().take(MODULE_TAGS) {
         push(format!("TensorProfiling/Module/{module}_MB"), mb(*bytes));
     }
     push(
