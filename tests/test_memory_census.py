@@ -703,3 +703,24 @@ def test_lbfgs_history_counts_as_optimizer_state(tmp_path: Path) -> None:
     with profiler(tmp_path, model=model, optimizer=opt) as scope:
         r = take(scope)
     assert r["categories_bytes"]["optimizer_state"] == expected
+
+
+def test_a_replaced_parameter_is_not_kept_alive_by_the_profiler(tmp_path: Path) -> None:
+    """Densification swaps parameters between records; gpuscope's cached lists must not
+    hold the old ones (on a GPU that would be a memory spike until the next record)."""
+    import weakref
+
+    model = nn.Linear(64, 64)
+    opt = torch.optim.Adam(model.parameters())
+    with gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=1) as scope:
+        scope.record(0)
+        old = weakref.ref(model.weight)
+        bigger = nn.Parameter(torch.randn(128, 64))
+        opt.state.pop(model.weight, None)
+        opt.param_groups[0]["params"][0] = bigger
+        model.weight = bigger
+        gc.collect()
+        assert old() is None, "the replaced parameter is still referenced"
+        record = scope.record(1)
+    assert record is not None
+    assert record["categories_bytes"]["parameters"] == (128 * 64 + 64) * 4

@@ -21,6 +21,8 @@ __all__ = [
     "instances_of",
     "read_events",
     "run_cli",
+    "state_fingerprint",
+    "tensors_fingerprint",
 ]
 __version__: str
 
@@ -120,6 +122,8 @@ class ProcessSampler:
 
 def heap_in_use() -> int | None: ...
 def instances_of(objects: list[Any], base: type) -> list[Any]: ...
+def tensors_fingerprint(tensors: list[Any], with_grad: bool) -> int: ...
+def state_fingerprint(state: Mapping[Any, Any], tensor_type: type) -> int: ...
 def read_events(
     path: str | PathLike[str],
     tags: list[str] | None = None,

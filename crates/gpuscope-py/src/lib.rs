@@ -3,6 +3,7 @@
 
 mod cli;
 mod error;
+mod fingerprint;
 mod heap;
 mod runlog;
 mod tfevents;
@@ -17,6 +18,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tfevents::register(m)?;
     runlog::register(m)?;
     heap::register(m)?;
+    fingerprint::register(m)?;
     cli::register(m)?;
     Ok(())
 }

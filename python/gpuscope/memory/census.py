@@ -9,17 +9,18 @@ Cheap by design. The lists of parameters and buffers are kept between records an
 again only after some module registered a parameter, buffer or submodule (torch's global
 registration hooks say when). At every record a fingerprint of the tensors' identities —
 addresses and byte sizes of parameters and buffers, which gradients exist, the ids of the
-optimizer-state tensors — is compared with the last one, a few flat list comprehensions;
-the full count is redone only when it changed: after densification, an optimizer-state
-rebuild, gradients appearing or vanishing.
+optimizer-state tensors — is hashed in one native call per list and compared with the
+last one; the full count is redone only when it changed: after densification, an
+optimizer-state rebuild, gradients appearing or vanishing.
 """
 
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -33,10 +34,13 @@ StorageKey = tuple[torch.device, int]
 
 class _Registrations:
     """Counts parameter, buffer and submodule registrations anywhere in the process, so a
-    census knows when its cached lists of parameters and buffers may be out of date."""
+    census knows when its cached lists of parameters and buffers may be out of date — and
+    drops those lists at once, so that a parameter being replaced (densification) is not
+    kept alive by gpuscope until the next record."""
 
     count = 0
     hooked = False
+    takers: ClassVar[weakref.WeakSet[CensusTaker]] = weakref.WeakSet()
 
     @classmethod
     def install(cls) -> None:
@@ -57,6 +61,8 @@ class _Registrations:
     @classmethod
     def _bump(cls, *_: Any) -> None:
         cls.count += 1
+        for taker in cls.takers:
+            taker.forget_lists()
 
 
 @dataclass(slots=True)
@@ -138,16 +144,6 @@ def state_tensors(value: Any, key: str = "") -> Iterator[tuple[str, torch.Tensor
             yield from state_tensors(v, f"{key}.{i}" if key else str(i))
 
 
-def _state_ids(value: Any) -> Any:
-    """The fingerprint of one optimizer-state value: a tensor's id, or the ids inside a
-    container (a tuple), or ``None``."""
-    if isinstance(value, torch.Tensor):
-        return id(value)
-    if isinstance(value, (Mapping, list, tuple)):
-        return tuple(id(t) for _, t in state_tensors(value))
-    return None
-
-
 def unwrap(model: torch.nn.Module | None) -> torch.nn.Module | None:
     """The model inside DistributedDataParallel / DataParallel, so module names and the
     per-module breakdown are the user's, not ``module.*``."""
@@ -167,6 +163,7 @@ class CensusTaker:
         module_depth: int = 1,
     ) -> None:
         _Registrations.install()
+        _Registrations.takers.add(self)
         self.model = unwrap(model)
         self.optimizer = optimizer
         self.module_depth = module_depth
@@ -189,23 +186,20 @@ class CensusTaker:
     def fingerprint(self) -> tuple[Any, ...]:
         """Identity of every counted tensor (see the module's docstring)."""
         self._refresh_lists()
-        params, buffers = self._param_tensors, self._buffer_tensors
-        state: list[Any] = []
+        state = 0
         if self.optimizer is not None:
-            plain = torch.Tensor  # Adam & co. keep plain tensors: skip the call for them
-            state = [
-                id(v) if type(v) is plain else _state_ids(v)
-                for per_param in self.optimizer.state.values()
-                for v in per_param.values()
-            ]
+            state = _native.state_fingerprint(self.optimizer.state, torch.Tensor)
         return (
-            [p.data_ptr() for p in params],
-            [p.nbytes for p in params],
-            [p.grad is not None for p in params],
+            _native.tensors_fingerprint(self._param_tensors, True),
+            _native.tensors_fingerprint(self._buffer_tensors, False),
             state,
-            [b.data_ptr() for b in buffers],
-            [b.nbytes for b in buffers],
         )
+
+    def forget_lists(self) -> None:
+        """Drops the cached parameter and buffer lists (they are taken again when needed)."""
+        self._registrations = -1
+        self._params, self._buffers = [], []
+        self._param_tensors, self._buffer_tensors = [], []
 
     def _refresh_lists(self) -> None:
         if self.model is None:
