@@ -11,7 +11,8 @@ rm -rf "$work" && mkdir -p "$work"
 
 "$python" -m venv "$work/venv"
 "$work/venv/bin/pip" install --quiet .
-"$work/venv/bin/python" -c 'import gpuscope, sys; print("import gpuscope", gpuscope.__version__)'
+# No torch in this venv: importing gpuscope and running its command must not need it.
+"$work/venv/bin/python" -c 'import gpuscope, sys; assert "torch" not in sys.modules; print("import gpuscope", gpuscope.__version__)'
 "$work/venv/bin/gpuscope" --version
 "$work/venv/bin/gpuscope" tb ../shared/data/tfevents/pytorch_unet__events.out.tfevents.1738277380.wn44.22511.0 --tags >/dev/null
 echo "pip install .: ok"

@@ -2,7 +2,16 @@
 
 The in-training side of gpuscope. Everything heavy (file formats, analyses) runs in the
 Rust engine behind ``gpuscope._native``; this package adds what must sit next to torch.
+
+``import gpuscope`` does not import torch: the event writer, the reader and the
+``gpuscope`` command work without it. The torch-side names (``MemoryProfiler``,
+``oom_guard``, ...) import it when first used.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from gpuscope._native import (
     BadInputError,
@@ -13,8 +22,27 @@ from gpuscope._native import (
 from gpuscope._types import EventData, EventFileInfo, TagSeries
 from gpuscope.events import EventWriter, read_events
 from gpuscope.flags import add_argparse_flags
-from gpuscope.memory import MemoryProfiler, Schedule
-from gpuscope.memory.snapshots import oom_guard
+
+if TYPE_CHECKING:
+    from gpuscope.memory import MemoryProfiler, Schedule
+    from gpuscope.memory.snapshots import oom_guard
+
+# Names whose modules need torch, imported on first access (PEP 562).
+_NEEDS_TORCH = {
+    "MemoryProfiler": "gpuscope.memory",
+    "Schedule": "gpuscope.memory",
+    "oom_guard": "gpuscope.memory.snapshots",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _NEEDS_TORCH.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuscope' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BadInputError",

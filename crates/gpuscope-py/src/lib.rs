@@ -7,6 +7,7 @@ mod fingerprint;
 mod heap;
 mod runlog;
 mod tfevents;
+mod writers;
 
 use pyo3::prelude::*;
 

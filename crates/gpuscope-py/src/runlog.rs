@@ -13,6 +13,7 @@ use gpuscope::model::memory::MemoryRecord;
 use gpuscope::runlog::{RunWriter, RunWriterOptions};
 
 use crate::error::IntoPy;
+use crate::writers;
 
 /// Writes memory records (plain dicts shaped like a `profiles/memory.jsonl` line) to the
 /// JSONL, the seed-format text log and TensorBoard, on background threads.
@@ -24,9 +25,7 @@ pub struct PyRunWriter {
 
 impl PyRunWriter {
     fn writer(&self) -> PyResult<&RunWriter> {
-        self.inner
-            .as_ref()
-            .ok_or_else(|| crate::error::WriterError::new_err("RunWriter is closed"))
+        writers::open(&self.inner, "RunWriter")
     }
 }
 
@@ -83,18 +82,14 @@ impl PyRunWriter {
         }
     }
 
-    /// Waits until every queued record is in the files.
+    /// Waits until everything written so far is in the files.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        let writer = self.writer()?;
-        py.detach(|| writer.flush()).py_err()
+        writers::flush(py, &self.inner, "RunWriter")
     }
 
     /// Flushes and closes the files. Calling it again does nothing.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        match self.inner.take() {
-            Some(mut writer) => py.detach(move || writer.close()).py_err(),
-            None => Ok(()),
-        }
+        writers::close(py, &mut self.inner)
     }
 }
 

@@ -15,6 +15,7 @@ use gpuscope::render::tb::series_key;
 use gpuscope::tfevents::{self, EventWriter, LoadOptions, WriterOptions};
 
 use crate::error::IntoPy;
+use crate::writers;
 
 /// TensorBoard event writer with `torch.utils.tensorboard.SummaryWriter`'s method names.
 #[pyclass(name = "EventWriter", module = "gpuscope._native", subclass)]
@@ -26,9 +27,7 @@ pub struct PyEventWriter {
 
 impl PyEventWriter {
     fn writer(&self) -> PyResult<&EventWriter> {
-        self.inner
-            .as_ref()
-            .ok_or_else(|| crate::error::WriterError::new_err("EventWriter is closed"))
+        writers::open(&self.inner, "EventWriter")
     }
 }
 
@@ -240,18 +239,14 @@ impl PyEventWriter {
         self.writer()?.add_custom_scalars_layout(&groups).py_err()
     }
 
-    /// Waits until everything written so far is in the file.
+    /// Waits until everything written so far is in the files.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        let writer = self.writer()?;
-        py.detach(|| writer.flush()).py_err()
+        writers::flush(py, &self.inner, "EventWriter")
     }
 
     /// Flushes and closes the files. Calling it again does nothing.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        match self.inner.take() {
-            Some(mut writer) => py.detach(move || writer.close()).py_err(),
-            None => Ok(()),
-        }
+        writers::close(py, &mut self.inner)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
