@@ -38,6 +38,7 @@ demo: build ## train a tiny model on CPU twice (clean, leaking), then read what 
 	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/clean/tensorboard --tag TensorProfiling/Tensor_Category/activations_MB
 	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/leak/tensorboard --tag TensorProfiling/Tensor_Category/activations_MB
 	@echo
+	$(VENV)/bin/gpuscope report $(DEMO_DIR)/leak
 	@echo "The last block of the seed-format text log of the leaking run:"
 	tail -n 22 $(DEMO_DIR)/leak/profiles/tensor_profile_*.log
 	@echo

@@ -34,8 +34,13 @@ pub enum Command {
         gpuscope tb runs/exp1 --format json | jq '.tags[\"Loss/total\"].points[-1]'\n  \
         gpuscope tb runs/exp1 --tag Loss/total --format csv > loss.csv")]
     Tb(TbArgs),
-    /// Summarise a run directory: memory breakdown, trends, leaks (not implemented yet)
-    Report(PendingArgs),
+    /// Summarise the memory records of runs (the seed analyzer's summary)
+    #[command(after_help = "Examples:\n  \
+        gpuscope report runs/exp1                    a run directory (every rank)\n  \
+        gpuscope report latest                       the newest run under . or $GPUSCOPE_RUNS\n  \
+        gpuscope report profiles/tensor_profile_20260128_140205.log\n  \
+        gpuscope report runs/exp1 --format json | jq '.runs[0].end'")]
+    Report(ReportArgs),
     /// Analyse PyTorch profiler traces (not implemented yet)
     Trace(PendingArgs),
     /// Analyse CUDA allocator snapshots (not implemented yet)
@@ -74,6 +79,26 @@ pub enum TbFormat {
     Text,
     Json,
     Csv,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// Run directories, memory*.jsonl files or seed-format tensor_profile_*.log files;
+    /// `latest` is the newest run under the current directory (or $GPUSCOPE_RUNS)
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
+    /// Write to FILE instead of stdout
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ReportFormat {
+    Text,
+    Json,
 }
 
 /// Arguments of subcommands that later work fills in; accepted so `--help` shows them.

@@ -4,6 +4,7 @@
 //! The engine never prints and never sees a Python object; the CLI and the Python bindings
 //! are thin doors onto it.
 
+pub mod analysis;
 pub mod batch_writer;
 pub mod error;
 pub mod host;

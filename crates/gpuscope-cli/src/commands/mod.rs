@@ -1,5 +1,6 @@
 //! One module per subcommand; `dispatch` routes parsed arguments to them.
 
+mod report;
 mod tb;
 
 use crate::args::{Cli, Command};
@@ -9,7 +10,7 @@ use crate::Failure;
 pub fn dispatch(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Tb(args) => tb::run(args),
-        Command::Report(_) => pending("report", 4),
+        Command::Report(args) => report::run(args),
         Command::Trace(_) => pending("trace", 5),
         Command::Snapshot(_) => pending("snapshot", 6),
         Command::Monitor(_) => pending("monitor", 9),

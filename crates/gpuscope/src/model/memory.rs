@@ -30,8 +30,11 @@ pub struct MemoryRecord {
     /// The largest tensors above the large-tensor threshold (top k), largest first.
     pub large_tensors: Vec<LargeTensor>,
     /// How many tensors are above the threshold (the list above may hold fewer).
+    /// (Absent in records of early versions: 0.)
+    #[serde(default)]
     pub large_tensor_count: u64,
     /// Their bytes in total.
+    #[serde(default)]
     pub large_tensor_bytes: u64,
     /// The large-tensor threshold in bytes.
     pub large_threshold_bytes: u64,

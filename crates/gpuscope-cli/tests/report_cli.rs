@@ -1,0 +1,101 @@
+//! `gpuscope report` on the seed project's real text log: the summary the seed's analyzer
+//! prints, with the figures its regexes read (shared/data/logs/reference.json).
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+
+fn shared(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel)
+}
+
+fn reference() -> serde_json::Value {
+    let text = std::fs::read_to_string(shared("logs/reference.json")).unwrap();
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()["tensor_profile_20260128_140205.log"]
+        .clone()
+}
+
+const LOG: &str = "logs/tensor_profile_20260128_140205.log";
+
+#[test]
+fn text_summary_has_the_seed_analyzers_facts() {
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .arg("report")
+        .arg(shared(LOG))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let r = reference();
+    let (first, last) = (&r["first"], &r["last"]);
+    assert!(text.contains(&format!(
+        "Iteration Range: {} - {}",
+        first["iteration"], last["iteration"]
+    )));
+    assert!(text.contains(&format!("Total Snapshots: {}", r["records"])));
+    let mb = |v: &serde_json::Value| format!("{:.1}", v.as_f64().unwrap());
+    assert!(text.contains(&format!(
+        "Start: {} MB  →  End: {} MB",
+        mb(&first["allocated_mb"]),
+        mb(&last["allocated_mb"])
+    )));
+    assert!(text.contains(&format!(
+        "Start: {}%  →  End: {}%",
+        mb(&first["fragmentation_percent"]),
+        mb(&last["fragmentation_percent"])
+    )));
+    assert!(text.contains(&format!(
+        "Total Tensors:            Start: {}  →  End: {}",
+        first["tensor_count"], last["tensor_count"]
+    )));
+    assert!(text.contains(&format!(
+        "  parameters     : {:>8} MB",
+        mb(&last["parameters_mb"])
+    )));
+}
+
+#[test]
+fn json_has_bytes() {
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .args(["report", "--format", "json"])
+        .arg(shared(LOG))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "gpuscope.report/1");
+    let run = &doc["runs"][0];
+    let r = reference();
+    assert_eq!(run["records"], r["records"]);
+    let bytes = run["end"]["allocated_bytes"].as_u64().unwrap() as f64;
+    let mb = r["last"]["allocated_mb"].as_f64().unwrap();
+    assert!((bytes / (1u64 << 20) as f64 - mb).abs() < 0.005);
+}
+
+#[test]
+fn a_file_of_the_wrong_kind_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("memory.jsonl");
+    std::fs::write(&junk, "hello\nworld\n").unwrap();
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .arg("report")
+        .arg(&junk)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no usable memory records") && err.contains("line 1"),
+        "{err}"
+    );
+}

@@ -1,0 +1,3 @@
+//! Analyses: pure functions from model to result structs. They never read a file or print.
+
+pub mod summary;

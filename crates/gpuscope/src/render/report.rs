@@ -1,0 +1,151 @@
+//! Renders run summaries for `gpuscope report`: the seed analyzer's text summary, and the
+//! `gpuscope.report/1` JSON document.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::analysis::summary::{Figures, Summary};
+use crate::model::memory::{mb, percent};
+
+/// JSON schema name and version of [`json`]'s output.
+pub const SCHEMA: &str = "gpuscope.report/1";
+
+/// One rank of one run, summarised.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// The run directory or file given.
+    pub path: PathBuf,
+    /// The rank.
+    pub rank: u32,
+    /// The files read.
+    pub files: Vec<PathBuf>,
+    /// The summary.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// Lines that were skipped: `file:line: reason`.
+    pub skipped: Vec<String>,
+}
+
+const RULE: &str =
+    "================================================================================";
+
+/// The seed analyzer's summary, one block per run and rank.
+pub fn text(runs: &[RunReport], out: &mut dyn Write) -> io::Result<()> {
+    for run in runs {
+        let s = &run.summary;
+        writeln!(out, "{RULE}")?;
+        writeln!(out, "TENSOR PROFILING SUMMARY")?;
+        writeln!(out, "{RULE}")?;
+        writeln!(out, "{} (rank {})", run.path.display(), run.rank)?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "Iteration Range: {} - {}",
+            s.iterations[0], s.iterations[1]
+        )?;
+        writeln!(out, "Total Snapshots: {}", s.records)?;
+        writeln!(out)?;
+        let (a, b) = (&s.start, &s.end);
+        match (a.allocated_bytes, b.allocated_bytes) {
+            (Some(x), Some(y)) => writeln!(
+                out,
+                "Memory Allocated:         Start: {:.1} MB  →  End: {:.1} MB",
+                mb(x),
+                mb(y)
+            )?,
+            _ => writeln!(
+                out,
+                "Memory Allocated:         n/a (CPU run: no caching allocator)"
+            )?,
+        }
+        if let (Some(x), Some(y)) = (a.reserved_bytes, b.reserved_bytes) {
+            writeln!(
+                out,
+                "Memory Reserved:          Start: {:.1} MB  →  End: {:.1} MB",
+                mb(x),
+                mb(y)
+            )?;
+        }
+        if let (Some(x), Some(y)) = (a.fragmentation_percent, b.fragmentation_percent) {
+            writeln!(
+                out,
+                "Fragmentation:            Start: {x:.1}%  →  End: {y:.1}%"
+            )?;
+        }
+        writeln!(
+            out,
+            "Census:                   Start: {:.1} MB  →  End: {:.1} MB",
+            mb(a.census_bytes),
+            mb(b.census_bytes)
+        )?;
+        writeln!(
+            out,
+            "Total Tensors:            Start: {}  →  End: {}",
+            a.tensor_count, b.tensor_count
+        )?;
+        writeln!(out)?;
+        shares(out, "Tensor Categories (at end):", &b.categories_bytes)?;
+        writeln!(out)?;
+        shares(out, "Data Types (at end):", &b.dtypes_bytes)?;
+        writeln!(out)?;
+        large(out, b)?;
+        for line in run.skipped.iter().take(5) {
+            writeln!(out, "skipped: {line}")?;
+        }
+        if run.skipped.len() > 5 {
+            writeln!(out, "skipped: … and {} more lines", run.skipped.len() - 5)?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn shares(
+    out: &mut dyn Write,
+    title: &str,
+    bytes: &std::collections::BTreeMap<String, u64>,
+) -> io::Result<()> {
+    writeln!(out, "{title}")?;
+    let total: u64 = bytes.values().sum();
+    let mut rows: Vec<_> = bytes.iter().collect();
+    rows.sort_by_key(|(_, b)| std::cmp::Reverse(**b));
+    for (name, b) in rows {
+        writeln!(
+            out,
+            "  {name:<15}: {:>8.1} MB  ({:>5.1}%)",
+            mb(*b),
+            percent(*b, total)
+        )?;
+    }
+    Ok(())
+}
+
+fn large(out: &mut dyn Write, end: &Figures) -> io::Result<()> {
+    let threshold = (mb(end.large_threshold_bytes) * 1000.0).round() / 1000.0;
+    writeln!(
+        out,
+        "Large Tensors (>{threshold}MB): {}",
+        end.large_tensor_count
+    )
+}
+
+#[derive(Serialize)]
+struct JsonDoc<'a> {
+    schema: &'static str,
+    runs: &'a [RunReport],
+}
+
+/// The `gpuscope.report/1` JSON document.
+pub fn json(runs: &[RunReport], out: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(
+        &mut *out,
+        &JsonDoc {
+            schema: SCHEMA,
+            runs,
+        },
+    )
+    .map_err(io::Error::from)?;
+    writeln!(out)
+}
