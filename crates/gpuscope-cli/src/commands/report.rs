@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use gpuscope::analysis::leak::analyze;
 use gpuscope::analysis::summary::summarize;
 use gpuscope::render::report::{self as render, RunReport};
 use gpuscope::runlog::load::load_run;
@@ -22,6 +23,7 @@ pub fn run(args: ReportArgs) -> Result<(), Failure> {
                 rank: rank.rank,
                 files: rank.files,
                 summary,
+                leak: analyze(&rank.records),
                 skipped: rank
                     .skipped
                     .iter()

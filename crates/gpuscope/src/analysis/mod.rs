@@ -1,3 +1,5 @@
 //! Analyses: pure functions from model to result structs. They never read a file or print.
 
+pub mod leak;
 pub mod summary;
+pub mod trend;

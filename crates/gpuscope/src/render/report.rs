@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::analysis::leak::LeakAnalysis;
 use crate::analysis::summary::{Figures, Summary};
 use crate::model::memory::{mb, percent};
 
@@ -24,6 +25,9 @@ pub struct RunReport {
     /// The summary.
     #[serde(flatten)]
     pub summary: Summary,
+    /// Trends and the leak verdict.
+    #[serde(flatten)]
+    pub leak: LeakAnalysis,
     /// Lines that were skipped: `file:line: reason`.
     pub skipped: Vec<String>,
 }
@@ -91,6 +95,8 @@ pub fn text(runs: &[RunReport], out: &mut dyn Write) -> io::Result<()> {
         shares(out, "Data Types (at end):", &b.dtypes_bytes)?;
         writeln!(out)?;
         large(out, b)?;
+        writeln!(out)?;
+        trends(out, &run.leak)?;
         for line in run.skipped.iter().take(5) {
             writeln!(out, "skipped: {line}")?;
         }
@@ -129,6 +135,32 @@ fn large(out: &mut dyn Write, end: &Figures) -> io::Result<()> {
         "Large Tensors (>{threshold}MB): {}",
         end.large_tensor_count
     )
+}
+
+fn trends(out: &mut dyn Write, analysis: &LeakAnalysis) -> io::Result<()> {
+    if let Some(start) = analysis.window_start {
+        if !analysis.trends.is_empty() {
+            writeln!(
+                out,
+                "Trends from iteration {start} (MB per 1000 iterations, r²):"
+            )?;
+        }
+    }
+    for (name, t) in &analysis.trends {
+        let mb_per_1k = t.slope_bytes_per_1k_iters / (1u64 << 20) as f64;
+        let mark = if t.sustained { "  ← sustained" } else { "" };
+        writeln!(
+            out,
+            "  {name:<15}: {mb_per_1k:>+9.2}  (r² {:.2}){mark}",
+            t.r2
+        )?;
+    }
+    let verdict = if analysis.leak.suspected {
+        "SUSPECTED"
+    } else {
+        "none"
+    };
+    writeln!(out, "Leak: {verdict} — {}", analysis.leak.reason)
 }
 
 #[derive(Serialize)]

@@ -1,0 +1,112 @@
+//! Robust trends: the Theil–Sen slope (the median of the slopes between every pair of
+//! points), which one outlier or one spike cannot tilt, with the r² of the line it gives.
+//!
+//! Theil–Sen is O(n²) in pairs; above [`MAX_POINTS`] points the series is thinned to that
+//! many evenly spaced points first (a trend over a million records does not need them all).
+
+/// Most points a trend is computed from.
+pub const MAX_POINTS: usize = 1500;
+
+/// A fitted line and how well it fits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Trend {
+    /// Change of y per unit of x.
+    pub slope: f64,
+    /// y at x = 0.
+    pub intercept: f64,
+    /// Coefficient of determination of the line (1 − SS_res / SS_tot); 1 for a flat,
+    /// constant series.
+    pub r2: f64,
+}
+
+/// The Theil–Sen line through `(x, y)` points; `None` for fewer than 2 distinct x.
+pub fn theil_sen(points: &[(f64, f64)]) -> Option<Trend> {
+    let points = thin(points);
+    let mut slopes = Vec::with_capacity(points.len() * (points.len() - 1).max(1) / 2);
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            if b.0 != a.0 {
+                slopes.push((b.1 - a.1) / (b.0 - a.0));
+            }
+        }
+    }
+    let slope = median(&mut slopes)?;
+    let mut offsets: Vec<f64> = points.iter().map(|(x, y)| y - slope * x).collect();
+    let intercept = median(&mut offsets)?;
+    let mean = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
+    let ss_tot: f64 = points.iter().map(|p| (p.1 - mean).powi(2)).sum();
+    let ss_res: f64 = points
+        .iter()
+        .map(|(x, y)| (y - (intercept + slope * x)).powi(2))
+        .sum();
+    let r2 = if ss_tot == 0.0 {
+        1.0
+    } else {
+        1.0 - ss_res / ss_tot
+    };
+    Some(Trend {
+        slope,
+        intercept,
+        r2,
+    })
+}
+
+fn thin(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    if points.len() <= MAX_POINTS {
+        return points.to_vec();
+    }
+    let step = (points.len() - 1) as f64 / (MAX_POINTS - 1) as f64;
+    (0..MAX_POINTS)
+        .map(|i| points[(i as f64 * step).round() as usize])
+        .collect()
+}
+
+fn median(values: &mut [f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_found_exactly() {
+        let points: Vec<_> = (0..20).map(|i| (i as f64, 3.0 * i as f64 + 7.0)).collect();
+        let t = theil_sen(&points).unwrap();
+        assert_eq!((t.slope, t.intercept, t.r2), (3.0, 7.0, 1.0));
+    }
+
+    #[test]
+    fn an_outlier_does_not_tilt_it() {
+        let mut points: Vec<_> = (0..21).map(|i| (i as f64, 2.0 * i as f64)).collect();
+        points[20].1 = 1e9;
+        let t = theil_sen(&points).unwrap();
+        assert_eq!(t.slope, 2.0);
+    }
+
+    #[test]
+    fn a_sawtooth_fits_badly() {
+        let points: Vec<_> = (0..40)
+            .map(|i| (i as f64, (i % 5) as f64 * 100.0))
+            .collect();
+        let t = theil_sen(&points).unwrap();
+        assert!(t.r2 < 0.2, "{t:?}");
+    }
+
+    #[test]
+    fn long_series_are_thinned_not_dropped() {
+        let points: Vec<_> = (0..100_000).map(|i| (i as f64, 0.5 * i as f64)).collect();
+        let t = theil_sen(&points).unwrap();
+        assert!((t.slope - 0.5).abs() < 1e-12);
+        assert_eq!(theil_sen(&points[..1]), None);
+    }
+}
