@@ -75,6 +75,12 @@ fn json_has_bytes() {
     let run = &doc["runs"][0];
     let r = reference();
     assert_eq!(run["records"], r["records"]);
+    // The seed's GPU run: fragmentation graded by the seed's own thresholds, and float32
+    // holding 98.4 % of the tensors calls for mixed precision; no leak (it densifies, then
+    // stays flat).
+    assert_eq!(run["fragmentation"]["level"], "normal");
+    assert_eq!(run["advice"][0]["figure"], "float32_share_percent");
+    assert_eq!(run["leak"]["suspected"], false);
     let bytes = run["end"]["allocated_bytes"].as_u64().unwrap() as f64;
     let mb = r["last"]["allocated_mb"].as_f64().unwrap();
     assert!((bytes / (1u64 << 20) as f64 - mb).abs() < 0.005);

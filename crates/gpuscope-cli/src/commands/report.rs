@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use gpuscope::analysis::advice::{advise, fragmentation};
 use gpuscope::analysis::leak::analyze;
 use gpuscope::analysis::summary::summarize;
 use gpuscope::render::report::{self as render, RunReport};
@@ -15,7 +16,8 @@ pub fn run(args: ReportArgs) -> Result<(), Failure> {
     for given in &args.paths {
         let path = resolve(given)?;
         for rank in load_run(&path)? {
-            let Some(summary) = summarize(&rank.records) else {
+            let (Some(summary), Some(last)) = (summarize(&rank.records), rank.records.last())
+            else {
                 continue;
             };
             reports.push(RunReport {
@@ -24,6 +26,8 @@ pub fn run(args: ReportArgs) -> Result<(), Failure> {
                 files: rank.files,
                 summary,
                 leak: analyze(&rank.records),
+                fragmentation: fragmentation(last),
+                advice: advise(last),
                 skipped: rank
                     .skipped
                     .iter()

@@ -1,5 +1,6 @@
 //! Analyses: pure functions from model to result structs. They never read a file or print.
 
+pub mod advice;
 pub mod leak;
 pub mod summary;
 pub mod trend;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::analysis::advice::{Advice, Fragmentation};
 use crate::analysis::leak::LeakAnalysis;
 use crate::analysis::summary::{Figures, Summary};
 use crate::model::memory::{mb, percent};
@@ -28,6 +29,10 @@ pub struct RunReport {
     /// Trends and the leak verdict.
     #[serde(flatten)]
     pub leak: LeakAnalysis,
+    /// Fragmentation at the end, as the seed grades it (`null` on CPU).
+    pub fragmentation: Option<Fragmentation>,
+    /// Advice, each with the figure that triggered it.
+    pub advice: Vec<Advice>,
     /// Lines that were skipped: `file:line: reason`.
     pub skipped: Vec<String>,
 }
@@ -97,6 +102,21 @@ pub fn text(runs: &[RunReport], out: &mut dyn Write) -> io::Result<()> {
         large(out, b)?;
         writeln!(out)?;
         trends(out, &run.leak)?;
+        if let Some(f) = &run.fragmentation {
+            let split = f
+                .inactive_split_percent
+                .map(|p| format!("; inactive split blocks {p:.1}% of reserved"))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "Fragmentation at end: {:.1}% — {} (seed guide: 10–30% normal, 30–40% \
+                 moderate, >40% high){split}",
+                f.percent, f.level
+            )?;
+        }
+        for a in &run.advice {
+            writeln!(out, "Advice ({} = {:.1}): {}", a.figure, a.value, a.advice)?;
+        }
         for line in run.skipped.iter().take(5) {
             writeln!(out, "skipped: {line}")?;
         }
