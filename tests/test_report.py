@@ -76,3 +76,28 @@ def test_several_runs_side_by_side(runs: dict[str, Path]) -> None:
     doc = report(runs["clean"], runs["leak"])
     assert doc["schema"] == "gpuscope.report/1"
     assert [Path(r["path"]).name for r in doc["runs"]] == ["clean", "leak"]
+
+
+def test_loss_phases_are_found(tmp_path: Path) -> None:
+    """Seed 001's schedule, scaled down: rendering alone, then + entropy and depth-normal,
+    then depth-normal and sdf instead of entropy."""
+    with gpuscope.MemoryProfiler(tmp_path, every=5) as scope:
+        for it in range(120):
+            parts = {"rendering": torch.tensor(0.5)}
+            if 70 <= it < 90:
+                parts["entropy_regularization"] = torch.tensor(0.1)
+            if it >= 70:
+                parts["depth_normal_consistency"] = torch.tensor(0.1)
+            if it >= 90:
+                parts["sdf_estimation"] = torch.tensor(0.2)
+            scope.step(it, losses=parts)
+    (run,) = report(tmp_path)["runs"]
+    spans = [(p["from"], p["to"], sorted(p["components"])) for p in run["phases"]]
+    assert spans == [
+        (0, 65, ["rendering"]),
+        (70, 85, ["depth_normal_consistency", "entropy_regularization", "rendering"]),
+        (90, 115, ["depth_normal_consistency", "rendering", "sdf_estimation"]),
+    ]
+    shares = run["phases"][2]["shares_percent"]
+    assert shares["sdf_estimation"] == pytest.approx(100 * 0.2 / 0.8)
+    assert run["spikes"] == []

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use gpuscope::analysis::advice::{advise, fragmentation};
 use gpuscope::analysis::leak::analyze;
+use gpuscope::analysis::losses;
 use gpuscope::analysis::summary::summarize;
 use gpuscope::render::report::{self as render, RunReport};
 use gpuscope::runlog::load::load_run;
@@ -28,6 +29,7 @@ pub fn run(args: ReportArgs) -> Result<(), Failure> {
                 leak: analyze(&rank.records),
                 fragmentation: fragmentation(last),
                 advice: advise(last),
+                losses: losses::analyze(&rank.records),
                 skipped: rank
                     .skipped
                     .iter()

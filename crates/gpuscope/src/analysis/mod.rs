@@ -2,5 +2,6 @@
 
 pub mod advice;
 pub mod leak;
+pub mod losses;
 pub mod summary;
 pub mod trend;

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::analysis::advice::{Advice, Fragmentation};
 use crate::analysis::leak::LeakAnalysis;
+use crate::analysis::losses::LossAnalysis;
 use crate::analysis::summary::{Figures, Summary};
 use crate::model::memory::{mb, percent};
 
@@ -33,6 +34,9 @@ pub struct RunReport {
     pub fragmentation: Option<Fragmentation>,
     /// Advice, each with the figure that triggered it.
     pub advice: Vec<Advice>,
+    /// Loss phases and spikes.
+    #[serde(flatten)]
+    pub losses: LossAnalysis,
     /// Lines that were skipped: `file:line: reason`.
     pub skipped: Vec<String>,
 }
@@ -117,6 +121,7 @@ pub fn text(runs: &[RunReport], out: &mut dyn Write) -> io::Result<()> {
         for a in &run.advice {
             writeln!(out, "Advice ({} = {:.1}): {}", a.figure, a.value, a.advice)?;
         }
+        losses(out, &run.losses)?;
         for line in run.skipped.iter().take(5) {
             writeln!(out, "skipped: {line}")?;
         }
@@ -181,6 +186,40 @@ fn trends(out: &mut dyn Write, analysis: &LeakAnalysis) -> io::Result<()> {
         "none"
     };
     writeln!(out, "Leak: {verdict} — {}", analysis.leak.reason)
+}
+
+fn losses(out: &mut dyn Write, analysis: &LossAnalysis) -> io::Result<()> {
+    if analysis.phases.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "Loss phases (share of the components' sum):")?;
+    for p in &analysis.phases {
+        let shares: Vec<String> = p
+            .shares_percent
+            .iter()
+            .map(|(c, s)| format!("{c} {s:.0}%"))
+            .collect();
+        writeln!(out, "  {:>8} – {:<8} {}", p.from, p.to, shares.join(", "))?;
+    }
+    for s in &analysis.spikes {
+        let memory = match s.allocated_change_bytes {
+            Some(b) => format!("allocated {:+.1} MB", b as f64 / (1u64 << 20) as f64),
+            None => format!(
+                "census {:+.1} MB",
+                s.census_change_bytes as f64 / (1u64 << 20) as f64
+            ),
+        };
+        writeln!(
+            out,
+            "Loss spike at {}: total {:.4} (recent median {:.4}), driven by {}; {memory}",
+            s.iteration,
+            s.total,
+            s.recent_median,
+            s.driven_by.as_deref().unwrap_or("?")
+        )?;
+    }
+    Ok(())
 }
 
 #[derive(Serialize)]

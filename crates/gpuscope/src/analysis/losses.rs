@@ -1,0 +1,284 @@
+//! Loss components over a run (seed 001): the phases (which components were active from
+//! which iteration), each component's share of the total per phase, and loss spikes — a
+//! total far outside its recent spread — with the component that drove each one and what
+//! memory did around it (seed 002: "memory timeline correlation with loss spikes").
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::model::memory::MemoryRecord;
+
+/// Records before a point that make up its "recent spread".
+pub const SPIKE_WINDOW: usize = 10;
+/// A spike is a total above the recent median by this many median absolute deviations...
+pub const SPIKE_MADS: f64 = 6.0;
+/// ...and by at least this share of the median (a smooth loss has a tiny spread).
+pub const SPIKE_MIN_RISE: f64 = 0.5;
+/// Fewest earlier records of the same phase for a spread to compare against.
+pub const SPIKE_MIN_HISTORY: usize = 5;
+
+/// A stretch of records with the same loss components.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Phase {
+    /// First iteration of the phase.
+    pub from: i64,
+    /// Last iteration of the phase.
+    pub to: i64,
+    /// Records in it.
+    pub records: usize,
+    /// Components active in it, by name.
+    pub components: Vec<String>,
+    /// Mean share of each component in the sum of the components' magnitudes, percent.
+    pub shares_percent: BTreeMap<String, f64>,
+}
+
+/// A loss spike.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Spike {
+    /// Iteration of the spike.
+    pub iteration: i64,
+    /// The total there.
+    pub total: f64,
+    /// Median of the total over the records before it.
+    pub recent_median: f64,
+    /// The component that rose most above its own recent median.
+    pub driven_by: Option<String>,
+    /// Change of the census bytes from the record before.
+    pub census_change_bytes: i64,
+    /// Change of the allocator's allocated bytes from the record before (CUDA only).
+    pub allocated_change_bytes: Option<i64>,
+}
+
+/// Phases and spikes of a run's losses.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LossAnalysis {
+    /// Phases, in order.
+    pub phases: Vec<Phase>,
+    /// Spikes, in order.
+    pub spikes: Vec<Spike>,
+}
+
+/// Phases and spikes of `records` (ordered by iteration).
+pub fn analyze(records: &[MemoryRecord]) -> LossAnalysis {
+    LossAnalysis {
+        phases: phases(records),
+        spikes: spikes(records),
+    }
+}
+
+fn components(r: &MemoryRecord) -> Vec<String> {
+    r.losses.keys().filter(|k| *k != "total").cloned().collect()
+}
+
+fn phases(records: &[MemoryRecord]) -> Vec<Phase> {
+    let mut out: Vec<Phase> = Vec::new();
+    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+    for r in records.iter().filter(|r| !r.losses.is_empty()) {
+        let names = components(r);
+        let same = out.last().is_some_and(|p| p.components == names);
+        if !same {
+            close_phase(out.last_mut(), &mut sums);
+            out.push(Phase {
+                from: r.iteration,
+                to: r.iteration,
+                records: 0,
+                components: names,
+                shares_percent: BTreeMap::new(),
+            });
+        }
+        let phase = out.last_mut().expect("a phase is open");
+        phase.to = r.iteration;
+        phase.records += 1;
+        let magnitude: f64 = phase
+            .components
+            .iter()
+            .map(|c| r.losses[c].abs())
+            .filter(|v| v.is_finite())
+            .sum();
+        if magnitude > 0.0 {
+            for c in &phase.components {
+                let v = r.losses[c].abs();
+                if v.is_finite() {
+                    *sums.entry(c.clone()).or_default() += v / magnitude;
+                }
+            }
+        }
+    }
+    close_phase(out.last_mut(), &mut sums);
+    out
+}
+
+fn close_phase(phase: Option<&mut Phase>, sums: &mut BTreeMap<String, f64>) {
+    if let Some(p) = phase {
+        p.shares_percent = sums
+            .iter()
+            .map(|(c, s)| (c.clone(), s * 100.0 / p.records as f64))
+            .collect();
+    }
+    sums.clear();
+}
+
+fn total(r: &MemoryRecord) -> Option<f64> {
+    r.losses.get("total").copied().filter(|v| v.is_finite())
+}
+
+fn spikes(records: &[MemoryRecord]) -> Vec<Spike> {
+    let with_total: Vec<&MemoryRecord> = records.iter().filter(|r| total(r).is_some()).collect();
+    let mut out = Vec::new();
+    for (i, &r) in with_total.iter().enumerate() {
+        // Compare within the phase: a component switching on is a step, not a spike.
+        let names = components(r);
+        let start = i.saturating_sub(SPIKE_WINDOW);
+        let recent: Vec<&MemoryRecord> = with_total[start..i]
+            .iter()
+            .copied()
+            .filter(|p| components(p) == names)
+            .collect();
+        if recent.len() < SPIKE_MIN_HISTORY {
+            continue;
+        }
+        let value = total(r).expect("filtered");
+        let mut values: Vec<f64> = recent.iter().filter_map(|r| total(r)).collect();
+        let (median, mad) = median_mad(&mut values);
+        let rise = (SPIKE_MADS * mad).max(SPIKE_MIN_RISE * median.abs());
+        if rise <= 0.0 || value <= median + rise {
+            continue;
+        }
+        let before = recent.last().expect("window is not empty");
+        out.push(Spike {
+            iteration: r.iteration,
+            total: value,
+            recent_median: median,
+            driven_by: driver(&recent, r),
+            census_change_bytes: r.census_bytes as i64 - before.census_bytes as i64,
+            allocated_change_bytes: match (&r.allocator, &before.allocator) {
+                (Some(a), Some(b)) => Some(a.allocated_bytes as i64 - b.allocated_bytes as i64),
+                _ => None,
+            },
+        });
+    }
+    out
+}
+
+/// The component that rose most above its own recent median.
+fn driver(recent: &[&MemoryRecord], r: &MemoryRecord) -> Option<String> {
+    components(r)
+        .into_iter()
+        .filter_map(|c| {
+            let mut past: Vec<f64> = recent
+                .iter()
+                .filter_map(|p| p.losses.get(&c).copied())
+                .filter(|v| v.is_finite())
+                .collect();
+            let (median, _) = median_mad(&mut past);
+            let rise = r.losses[&c] - median;
+            rise.is_finite().then_some((c, rise))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(c, _)| c)
+}
+
+fn median_mad(values: &mut [f64]) -> (f64, f64) {
+    if values.is_empty() {
+        return (0.0, 0.0);
+    }
+    values.sort_by(f64::total_cmp);
+    let median = values[values.len() / 2];
+    let mut deviations: Vec<f64> = values.iter().map(|v| (v - median).abs()).collect();
+    deviations.sort_by(f64::total_cmp);
+    (median, deviations[deviations.len() / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::memory::Categories;
+
+    fn record(iteration: i64, losses: &[(&str, f64)], census: u64) -> MemoryRecord {
+        let mut losses: BTreeMap<String, f64> =
+            losses.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+        let total = losses.values().sum();
+        losses.insert("total".into(), total);
+        MemoryRecord {
+            iteration,
+            time: 0.0,
+            rank: 0,
+            device: "cpu".into(),
+            categories_bytes: Categories::default(),
+            modules_bytes: Default::default(),
+            dtypes_bytes: Default::default(),
+            tensor_count: 0,
+            census_bytes: census,
+            large_tensors: vec![],
+            large_tensor_count: 0,
+            large_tensor_bytes: 0,
+            large_threshold_bytes: 0,
+            allocator: None,
+            system: Default::default(),
+            losses,
+        }
+    }
+
+    /// Seed 001's schedule, scaled down: rendering only until 70, + entropy and
+    /// depth-normal until 90, then rendering + depth-normal + sdf.
+    fn seed_run() -> Vec<MemoryRecord> {
+        (0..120)
+            .step_by(5)
+            .map(|it| {
+                let noise = 0.001 * (it % 3) as f64;
+                let parts: Vec<(&str, f64)> = match it {
+                    0..70 => vec![("rendering", 0.5 + noise)],
+                    70..90 => vec![
+                        ("rendering", 0.4 + noise),
+                        ("entropy_regularization", 0.1),
+                        ("depth_normal_consistency", 0.1),
+                    ],
+                    _ => vec![
+                        ("rendering", 0.3 + noise),
+                        ("depth_normal_consistency", 0.1),
+                        ("sdf_estimation", 0.2),
+                    ],
+                };
+                record(it, &parts, 1000)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn phases_follow_the_components() {
+        let a = analyze(&seed_run());
+        let spans: Vec<_> = a
+            .phases
+            .iter()
+            .map(|p| (p.from, p.to, p.components.len()))
+            .collect();
+        assert_eq!(spans, vec![(0, 65, 1), (70, 85, 3), (90, 115, 3)]);
+        let last = &a.phases[2];
+        assert!(last.components.contains(&"sdf_estimation".to_owned()));
+        let sdf = last.shares_percent["sdf_estimation"];
+        assert!((sdf - 100.0 * 0.2 / 0.6).abs() < 0.5, "{sdf}");
+        assert!(a.spikes.is_empty(), "{:?}", a.spikes);
+    }
+
+    #[test]
+    fn a_spike_names_its_component_and_the_memory_change() {
+        let mut run = seed_run();
+        let i = run.iter().position(|r| r.iteration == 115).unwrap();
+        run[i].losses.insert("sdf_estimation".into(), 5.0);
+        let total = run[i]
+            .losses
+            .iter()
+            .filter(|(k, _)| *k != "total")
+            .map(|(_, v)| v)
+            .sum();
+        run[i].losses.insert("total".into(), total);
+        run[i].census_bytes = 5000;
+        let a = analyze(&run);
+        assert_eq!(a.spikes.len(), 1, "{:?}", a.spikes);
+        let s = &a.spikes[0];
+        assert_eq!(s.iteration, 115);
+        assert_eq!(s.driven_by.as_deref(), Some("sdf_estimation"));
+        assert_eq!(s.census_change_bytes, 4000);
+    }
+}
