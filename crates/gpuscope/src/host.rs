@@ -135,17 +135,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn heap_grows_with_a_large_allocation_and_shrinks_after() {
-        let before = heap_in_use().unwrap();
-        let block = vec![1u8; 64 << 20];
-        let during = heap_in_use().unwrap();
-        assert!(during >= before + (64 << 20), "{before} -> {during}");
-        drop(block);
-        let after = heap_in_use().unwrap();
-        assert!(after < during - (32 << 20), "{during} -> {after}");
-    }
-
-    #[test]
     fn samples_have_rss_and_cpu_from_the_second_on() {
         let mut sampler = ProcessSampler::new();
         let first = sampler.sample();
@@ -164,12 +153,27 @@ mod tests {
         assert!((0.0..=100.0).contains(&second.ram_percent.unwrap()));
     }
 
+    // One test for both process-wide figures: run in parallel, two tests allocating
+    // large blocks would see each other's memory.
     #[test]
-    fn rss_grows_when_memory_is_touched() {
-        let before = process::rss_bytes().unwrap();
+    fn heap_and_rss_follow_a_large_allocation() {
+        let (heap_before, rss_before) = (heap_in_use().unwrap(), process::rss_bytes().unwrap());
         let block = vec![7u8; 64 << 20];
-        let during = process::rss_bytes().unwrap();
+        let (heap_during, rss_during) = (heap_in_use().unwrap(), process::rss_bytes().unwrap());
         std::hint::black_box(&block);
-        assert!(during >= before + (48 << 20), "{before} -> {during}");
+        assert!(
+            heap_during >= heap_before + (64 << 20),
+            "{heap_before} -> {heap_during}"
+        );
+        assert!(
+            rss_during >= rss_before + (48 << 20),
+            "{rss_before} -> {rss_during}"
+        );
+        drop(block);
+        let heap_after = heap_in_use().unwrap();
+        assert!(
+            heap_after < heap_during - (32 << 20),
+            "{heap_during} -> {heap_after}"
+        );
     }
 }
