@@ -161,8 +161,9 @@ mod tests {
         let block = vec![7u8; 64 << 20];
         let (heap_during, rss_during) = (heap_in_use().unwrap(), process::rss_bytes().unwrap());
         std::hint::black_box(&block);
+        // Margins: other tests of this process allocate and free at the same time.
         assert!(
-            heap_during >= heap_before + (64 << 20),
+            heap_during >= heap_before + (56 << 20),
             "{heap_before} -> {heap_during}"
         );
         assert!(
