@@ -134,6 +134,9 @@ pub fn heap_in_use() -> Option<u64> {
 mod tests {
     use super::*;
 
+    // The memory figures are checked in tests/host_figures.rs, a test binary of their own:
+    // they are process-wide, and parallel tests here would blur them.
+
     #[test]
     fn samples_have_rss_and_cpu_from_the_second_on() {
         let mut sampler = ProcessSampler::new();
@@ -149,32 +152,7 @@ mod tests {
         std::hint::black_box(x);
         let second = sampler.sample();
         let cpu = second.cpu_percent.unwrap();
-        assert!((50.0..=250.0).contains(&cpu), "{cpu}");
+        assert!((20.0..=250.0).contains(&cpu), "{cpu}");
         assert!((0.0..=100.0).contains(&second.ram_percent.unwrap()));
-    }
-
-    // One test for both process-wide figures: run in parallel, two tests allocating
-    // large blocks would see each other's memory.
-    #[test]
-    fn heap_and_rss_follow_a_large_allocation() {
-        let (heap_before, rss_before) = (heap_in_use().unwrap(), process::rss_bytes().unwrap());
-        let block = vec![7u8; 64 << 20];
-        let (heap_during, rss_during) = (heap_in_use().unwrap(), process::rss_bytes().unwrap());
-        std::hint::black_box(&block);
-        // Margins: other tests of this process allocate and free at the same time.
-        assert!(
-            heap_during >= heap_before + (56 << 20),
-            "{heap_before} -> {heap_during}"
-        );
-        assert!(
-            rss_during >= rss_before + (48 << 20),
-            "{rss_before} -> {rss_during}"
-        );
-        drop(block);
-        let heap_after = heap_in_use().unwrap();
-        assert!(
-            heap_after < heap_during - (32 << 20),
-            "{heap_during} -> {heap_after}"
-        );
     }
 }
