@@ -7,7 +7,7 @@ use gpuscope::analysis::leak::analyze;
 use gpuscope::analysis::losses;
 use gpuscope::analysis::summary::summarize;
 use gpuscope::render::report::{self as render, RunReport};
-use gpuscope::runlog::load::load_run;
+use gpuscope::runlog::load::{latest_run, load_run};
 
 use crate::args::{ReportArgs, ReportFormat};
 use crate::{output, Failure};
@@ -53,33 +53,7 @@ fn resolve(given: &Path) -> Result<PathBuf, Failure> {
         return Ok(given.to_path_buf());
     }
     let root = std::env::var_os("GPUSCOPE_RUNS").map_or_else(|| PathBuf::from("."), PathBuf::from);
-    let newest = walkdir::WalkDir::new(&root)
-        .max_depth(4)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| {
-            let name = e.file_name().to_string_lossy();
-            e.file_type().is_file()
-                && ((name.starts_with("memory") && name.ends_with(".jsonl"))
-                    || (name.starts_with("tensor_profile_") && name.ends_with(".log")))
-        })
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.into_path())))
-        .max_by_key(|(modified, _)| *modified);
-    match newest {
-        Some((_, file)) => {
-            // The run directory is the parent of profiles/.
-            let dir = file.parent().unwrap_or(&root);
-            let run = if dir.file_name().is_some_and(|n| n == "profiles") {
-                dir.parent().unwrap_or(dir).to_path_buf()
-            } else {
-                dir.to_path_buf()
-            };
-            eprintln!("latest run: {}", run.display());
-            Ok(run)
-        }
-        None => Err(Failure::Usage(format!(
-            "latest: no run with memory records under {} (set GPUSCOPE_RUNS or give a path)",
-            root.display()
-        ))),
-    }
+    let run = latest_run(&root)?;
+    eprintln!("latest run: {}", run.display());
+    Ok(run)
 }

@@ -72,6 +72,35 @@ pub fn load_run(path: &Path) -> Result<Vec<RankRecords>> {
     Ok(ranks)
 }
 
+/// The run directory under `root` (4 levels deep at most) whose record file changed last:
+/// the directory holding `profiles/`, or the file's own directory.
+pub fn latest_run(root: &Path) -> Result<PathBuf> {
+    let newest = walkdir::WalkDir::new(root)
+        .max_depth(4)
+        .into_iter()
+        .filter_map(std::result::Result::ok)
+        .filter(|e| e.file_type().is_file() && is_record_file(&e.file_name().to_string_lossy()))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.into_path())))
+        .max_by_key(|(modified, _)| *modified);
+    let Some((_, file)) = newest else {
+        return Err(Error::bad_input(
+            root,
+            "no run with memory records here (set GPUSCOPE_RUNS or give a path)",
+        ));
+    };
+    let dir = file.parent().unwrap_or(root);
+    Ok(if dir.file_name().is_some_and(|n| n == "profiles") {
+        dir.parent().unwrap_or(dir).to_path_buf()
+    } else {
+        dir.to_path_buf()
+    })
+}
+
+fn is_record_file(name: &str) -> bool {
+    (name.starts_with("memory") && name.ends_with(".jsonl"))
+        || (name.starts_with("tensor_profile_") && name.ends_with(".log"))
+}
+
 fn read_file(file: &Path) -> Result<ReadRecords> {
     let reader = BufReader::new(File::open(file).map_err(|e| Error::io(file, e))?);
     let name = file
@@ -101,10 +130,12 @@ fn run_files(dir: &Path) -> Result<Vec<PathBuf>> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if name.starts_with("memory") && name.ends_with(".jsonl") {
-            jsonl.push(path);
-        } else if name.starts_with("tensor_profile_") && name.ends_with(".log") {
-            logs.push(path);
+        if is_record_file(&name) {
+            if name.ends_with(".jsonl") {
+                jsonl.push(path);
+            } else {
+                logs.push(path);
+            }
         }
     }
     let mut files = if jsonl.is_empty() { logs } else { jsonl };
