@@ -165,6 +165,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn latest_is_the_run_written_last() {
+        let root = tempfile::tempdir().unwrap();
+        for (run, delay) in [("old", 0), ("new", 30)] {
+            std::thread::sleep(std::time::Duration::from_millis(delay));
+            let profiles = root.path().join("runs").join(run).join("profiles");
+            std::fs::create_dir_all(&profiles).unwrap();
+            std::fs::write(profiles.join("memory.jsonl"), "").unwrap();
+        }
+        assert_eq!(
+            latest_run(root.path()).unwrap(),
+            root.path().join("runs/new")
+        );
+        let empty = tempfile::tempdir().unwrap();
+        assert!(latest_run(empty.path())
+            .unwrap_err()
+            .to_string()
+            .contains("no run"));
+    }
+
+    #[test]
     fn ranks_come_from_file_names() {
         assert_eq!(rank_of(Path::new("p/memory.rank3.jsonl")), 3);
         assert_eq!(
