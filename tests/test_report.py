@@ -76,6 +76,10 @@ def test_several_runs_side_by_side(runs: dict[str, Path]) -> None:
     doc = report(runs["clean"], runs["leak"])
     assert doc["schema"] == "gpuscope.report/1"
     assert [Path(r["path"]).name for r in doc["runs"]] == ["clean", "leak"]
+    # the comparison against the first run names what differs: the leaked activations
+    differences = doc["comparison"]["differences"]
+    assert [d["category"] for d in differences] == ["activations"]
+    assert "leak" in differences[0]["run"] and differences[0]["change_percent"] > 100
 
 
 def test_loss_phases_are_found(tmp_path: Path) -> None:

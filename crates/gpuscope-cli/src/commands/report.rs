@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use gpuscope::analysis::advice::{advise, fragmentation};
+use gpuscope::analysis::compare::compare;
 use gpuscope::analysis::leak::analyze;
 use gpuscope::analysis::losses;
 use gpuscope::analysis::summary::summarize;
@@ -14,6 +15,7 @@ use crate::{output, Failure};
 
 pub fn run(args: ReportArgs) -> Result<(), Failure> {
     let mut reports = Vec::new();
+    let mut loaded = Vec::new();
     for given in &args.paths {
         let path = resolve(given)?;
         for rank in load_run(&path)? {
@@ -36,12 +38,21 @@ pub fn run(args: ReportArgs) -> Result<(), Failure> {
                     .map(|(file, s)| format!("{}:{}: {}", file.display(), s.line, s.reason))
                     .collect(),
             });
+            loaded.push((
+                format!("{} (rank {})", path.display(), rank.rank),
+                rank.records,
+            ));
         }
     }
+    let runs: Vec<_> = loaded
+        .iter()
+        .map(|(l, r)| (l.clone(), r.as_slice()))
+        .collect();
+    let comparison = compare(&runs);
     let mut out = output::open(args.output.as_deref())?;
     match args.format {
-        ReportFormat::Text => render::text(&reports, &mut out)?,
-        ReportFormat::Json => render::json(&reports, &mut out)?,
+        ReportFormat::Text => render::text(&reports, comparison.as_ref(), &mut out)?,
+        ReportFormat::Json => render::json(&reports, comparison.as_ref(), &mut out)?,
     }
     out.flush()?;
     Ok(())

@@ -1,6 +1,7 @@
 //! Analyses: pure functions from model to result structs. They never read a file or print.
 
 pub mod advice;
+pub mod compare;
 pub mod leak;
 pub mod losses;
 pub mod summary;

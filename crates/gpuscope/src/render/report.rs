@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::analysis::advice::{Advice, Fragmentation};
+use crate::analysis::compare::Comparison;
 use crate::analysis::leak::LeakAnalysis;
 use crate::analysis::losses::LossAnalysis;
 use crate::analysis::summary::{Figures, Summary};
@@ -44,8 +45,12 @@ pub struct RunReport {
 const RULE: &str =
     "================================================================================";
 
-/// The seed analyzer's summary, one block per run and rank.
-pub fn text(runs: &[RunReport], out: &mut dyn Write) -> io::Result<()> {
+/// The seed analyzer's summary, one block per run and rank, then the comparison.
+pub fn text(
+    runs: &[RunReport],
+    comparison: Option<&Comparison>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     for run in runs {
         let s = &run.summary;
         writeln!(out, "{RULE}")?;
@@ -129,6 +134,50 @@ pub fn text(runs: &[RunReport], out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "skipped: … and {} more lines", run.skipped.len() - 5)?;
         }
         writeln!(out)?;
+    }
+    if let Some(c) = comparison {
+        compared(out, c)?;
+    }
+    Ok(())
+}
+
+fn compared(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
+    writeln!(out, "{RULE}")?;
+    writeln!(out, "COMPARISON (against {})", c.runs[0].label)?;
+    writeln!(out, "{RULE}")?;
+    writeln!(
+        out,
+        "{:>12} {:>12} {:>12}  run",
+        "peak alloc", "peak census", "end census"
+    )?;
+    for r in &c.runs {
+        let alloc = r
+            .peak_allocated_bytes
+            .map_or_else(|| "-".to_owned(), |b| format!("{:.1} MB", mb(b)));
+        writeln!(
+            out,
+            "{alloc:>12} {:>9.1} MB {:>9.1} MB  {}",
+            mb(r.peak_census_bytes),
+            mb(r.end_census_bytes),
+            r.label
+        )?;
+    }
+    if c.differences.is_empty() {
+        writeln!(
+            out,
+            "No category differs from the baseline by 10% and 1 MB or more."
+        )?;
+    }
+    for d in &c.differences {
+        writeln!(
+            out,
+            "  {}: {} {:.1} MB vs {:.1} MB ({:+.0}%)",
+            d.run,
+            d.category,
+            mb(d.bytes),
+            mb(d.baseline_bytes),
+            d.change_percent
+        )?;
     }
     Ok(())
 }
@@ -226,17 +275,21 @@ fn losses(out: &mut dyn Write, analysis: &LossAnalysis) -> io::Result<()> {
 struct JsonDoc<'a> {
     schema: &'static str,
     runs: &'a [RunReport],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    comparison: Option<&'a Comparison>,
 }
 
 /// The `gpuscope.report/1` JSON document.
-pub fn json(runs: &[RunReport], out: &mut dyn Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(
-        &mut *out,
-        &JsonDoc {
-            schema: SCHEMA,
-            runs,
-        },
-    )
-    .map_err(io::Error::from)?;
+pub fn json(
+    runs: &[RunReport],
+    comparison: Option<&Comparison>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let doc = JsonDoc {
+        schema: SCHEMA,
+        runs,
+        comparison,
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
     writeln!(out)
 }
