@@ -17,7 +17,6 @@ fn record(iteration: i64, parameters: u64, activations: u64) -> MemoryRecord {
     MemoryRecord {
         iteration,
         time: iteration as f64,
-        rank: 0,
         device: "cpu".into(),
         categories_bytes: Categories {
             parameters,
@@ -27,17 +26,10 @@ fn record(iteration: i64, parameters: u64, activations: u64) -> MemoryRecord {
             activations: Some(activations),
             other: None,
         },
-        modules_bytes: Default::default(),
-        dtypes_bytes: Default::default(),
         tensor_count: 10,
         census_bytes: 4 * parameters,
-        large_tensors: vec![],
-        large_tensor_count: 0,
-        large_tensor_bytes: 0,
         large_threshold_bytes: 100 * MIB,
-        allocator: None,
-        system: Default::default(),
-        losses: Default::default(),
+        ..MemoryRecord::default()
     }
 }
 

@@ -111,32 +111,24 @@ mod tests {
 
     fn last(activations: u64, float32: u64, allocated: u64, reserved: u64) -> MemoryRecord {
         MemoryRecord {
-            iteration: 0,
-            time: 0.0,
-            rank: 0,
             device: "cuda:0".into(),
             categories_bytes: Categories {
                 parameters: 100,
                 activations: Some(activations),
                 ..Categories::default()
             },
-            modules_bytes: Default::default(),
             dtypes_bytes: [("float32".to_owned(), float32), ("int64".to_owned(), 10)]
                 .into_iter()
                 .collect(),
             tensor_count: 1,
             census_bytes: 100,
-            large_tensors: vec![],
-            large_tensor_count: 0,
-            large_tensor_bytes: 0,
             large_threshold_bytes: 1,
             allocator: Some(AllocatorStats {
                 allocated_bytes: allocated,
                 reserved_bytes: reserved,
                 ..Default::default()
             }),
-            system: Default::default(),
-            losses: Default::default(),
+            ..MemoryRecord::default()
         }
     }
 

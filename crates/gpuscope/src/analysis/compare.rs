@@ -125,26 +125,15 @@ mod tests {
 
     fn record(parameters: u64, activations: u64) -> MemoryRecord {
         MemoryRecord {
-            iteration: 0,
-            time: 0.0,
-            rank: 0,
             device: "cpu".into(),
             categories_bytes: Categories {
                 parameters,
                 activations: Some(activations),
                 ..Categories::default()
             },
-            modules_bytes: Default::default(),
-            dtypes_bytes: Default::default(),
             tensor_count: 1,
             census_bytes: parameters,
-            large_tensors: vec![],
-            large_tensor_count: 0,
-            large_tensor_bytes: 0,
-            large_threshold_bytes: 0,
-            allocator: None,
-            system: Default::default(),
-            losses: Default::default(),
+            ..MemoryRecord::default()
         }
     }
 

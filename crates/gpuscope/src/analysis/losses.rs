@@ -193,7 +193,6 @@ fn median_mad(values: &mut [f64]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::memory::Categories;
 
     fn record(iteration: i64, losses: &[(&str, f64)], census: u64) -> MemoryRecord {
         let mut losses: BTreeMap<String, f64> =
@@ -202,21 +201,10 @@ mod tests {
         losses.insert("total".into(), total);
         MemoryRecord {
             iteration,
-            time: 0.0,
-            rank: 0,
             device: "cpu".into(),
-            categories_bytes: Categories::default(),
-            modules_bytes: Default::default(),
-            dtypes_bytes: Default::default(),
-            tensor_count: 0,
             census_bytes: census,
-            large_tensors: vec![],
-            large_tensor_count: 0,
-            large_tensor_bytes: 0,
-            large_threshold_bytes: 0,
-            allocator: None,
-            system: Default::default(),
             losses,
+            ..MemoryRecord::default()
         }
     }
 

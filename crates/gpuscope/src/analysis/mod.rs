@@ -4,5 +4,6 @@ pub mod advice;
 pub mod compare;
 pub mod leak;
 pub mod losses;
+pub mod report;
 pub mod summary;
 pub mod trend;

@@ -2,56 +2,25 @@
 //! `gpuscope.report/1` JSON document.
 
 use std::io::{self, Write};
-use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::analysis::advice::{Advice, Fragmentation};
 use crate::analysis::compare::Comparison;
 use crate::analysis::leak::LeakAnalysis;
 use crate::analysis::losses::LossAnalysis;
-use crate::analysis::summary::{Figures, Summary};
+use crate::analysis::report::{Report, RunReport};
+use crate::analysis::summary::Figures;
 use crate::model::memory::{mb, percent};
 
 /// JSON schema name and version of [`json`]'s output.
 pub const SCHEMA: &str = "gpuscope.report/1";
 
-/// One rank of one run, summarised.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunReport {
-    /// The run directory or file given.
-    pub path: PathBuf,
-    /// The rank.
-    pub rank: u32,
-    /// The files read.
-    pub files: Vec<PathBuf>,
-    /// The summary.
-    #[serde(flatten)]
-    pub summary: Summary,
-    /// Trends and the leak verdict.
-    #[serde(flatten)]
-    pub leak: LeakAnalysis,
-    /// Fragmentation at the end, as the seed grades it (`null` on CPU).
-    pub fragmentation: Option<Fragmentation>,
-    /// Advice, each with the figure that triggered it.
-    pub advice: Vec<Advice>,
-    /// Loss phases and spikes.
-    #[serde(flatten)]
-    pub losses: LossAnalysis,
-    /// Lines that were skipped: `file:line: reason`.
-    pub skipped: Vec<String>,
-}
-
 const RULE: &str =
     "================================================================================";
 
 /// The seed analyzer's summary, one block per run and rank, then the comparison.
-pub fn text(
-    runs: &[RunReport],
-    comparison: Option<&Comparison>,
-    out: &mut dyn Write,
-) -> io::Result<()> {
-    for run in runs {
+pub fn text(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    for run in &report.runs {
         let s = &run.summary;
         writeln!(out, "{RULE}")?;
         writeln!(out, "TENSOR PROFILING SUMMARY")?;
@@ -135,7 +104,7 @@ pub fn text(
         }
         writeln!(out)?;
     }
-    if let Some(c) = comparison {
+    if let Some(c) = &report.comparison {
         compared(out, c)?;
     }
     Ok(())
@@ -280,15 +249,11 @@ struct JsonDoc<'a> {
 }
 
 /// The `gpuscope.report/1` JSON document.
-pub fn json(
-    runs: &[RunReport],
-    comparison: Option<&Comparison>,
-    out: &mut dyn Write,
-) -> io::Result<()> {
+pub fn json(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let doc = JsonDoc {
         schema: SCHEMA,
-        runs,
-        comparison,
+        runs: &report.runs,
+        comparison: report.comparison.as_ref(),
     };
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
     writeln!(out)

@@ -135,20 +135,9 @@ impl Block {
             record: Some(MemoryRecord {
                 iteration,
                 time,
-                rank: 0,
                 device: "cuda".into(),
-                categories_bytes: Categories::default(),
-                modules_bytes: Default::default(),
-                dtypes_bytes: Default::default(),
-                tensor_count: 0,
-                census_bytes: 0,
-                large_tensors: Vec::new(),
-                large_tensor_count: 0,
-                large_tensor_bytes: 0,
                 large_threshold_bytes: 100 << 20,
-                allocator: None,
-                system: Default::default(),
-                losses: Default::default(),
+                ..MemoryRecord::default()
             }),
             ..Block::default()
         })

@@ -1,0 +1,93 @@
+//! Everything `gpuscope report` says about a set of runs, put together from the other
+//! analyses: per rank the summary, trends and leak verdict, fragmentation, advice and loss
+//! phases; across runs the comparison.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::advice::{advise, fragmentation, Advice, Fragmentation};
+use super::compare::{compare, Comparison};
+use super::leak::{self, LeakAnalysis};
+use super::losses::{self, LossAnalysis};
+use super::summary::{summarize, Summary};
+use crate::runlog::load::RankRecords;
+
+/// One rank of one run, summarised.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// The run directory or file given.
+    pub path: PathBuf,
+    /// The rank.
+    pub rank: u32,
+    /// The files read.
+    pub files: Vec<PathBuf>,
+    /// The summary.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// Trends and the leak verdict.
+    #[serde(flatten)]
+    pub leak: LeakAnalysis,
+    /// Fragmentation at the end, as the seed grades it (`null` on CPU).
+    pub fragmentation: Option<Fragmentation>,
+    /// Advice, each with the figure that triggered it.
+    pub advice: Vec<Advice>,
+    /// Loss phases and spikes.
+    #[serde(flatten)]
+    pub losses: LossAnalysis,
+    /// Lines that were skipped: `file:line: reason`.
+    pub skipped: Vec<String>,
+}
+
+/// The report on several runs.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Every rank of every run with records, in the order given.
+    pub runs: Vec<RunReport>,
+    /// The runs compared with the first one, when there are several.
+    pub comparison: Option<Comparison>,
+}
+
+/// The report on `runs`: each given path with the records of its ranks.
+pub fn report(runs: &[(PathBuf, Vec<RankRecords>)]) -> Report {
+    let ranks: Vec<(&PathBuf, &RankRecords)> = runs
+        .iter()
+        .flat_map(|(path, ranks)| ranks.iter().map(move |r| (path, r)))
+        .filter(|(_, r)| !r.records.is_empty())
+        .collect();
+    let labelled: Vec<(String, &[_])> = ranks
+        .iter()
+        .map(|(path, r)| {
+            (
+                format!("{} (rank {})", path.display(), r.rank),
+                &r.records[..],
+            )
+        })
+        .collect();
+    Report {
+        runs: ranks
+            .iter()
+            .filter_map(|(path, r)| run_report(path, r))
+            .collect(),
+        comparison: compare(&labelled),
+    }
+}
+
+fn run_report(path: &std::path::Path, rank: &RankRecords) -> Option<RunReport> {
+    let last = rank.records.last()?;
+    Some(RunReport {
+        path: path.to_path_buf(),
+        rank: rank.rank,
+        files: rank.files.clone(),
+        summary: summarize(&rank.records)?,
+        leak: leak::analyze(&rank.records),
+        fragmentation: fragmentation(last),
+        advice: advise(last),
+        losses: losses::analyze(&rank.records),
+        skipped: rank
+            .skipped
+            .iter()
+            .map(|(file, s)| format!("{}:{}: {}", file.display(), s.line, s.reason))
+            .collect(),
+    })
+}
