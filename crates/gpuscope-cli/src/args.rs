@@ -34,12 +34,15 @@ pub enum Command {
         gpuscope tb runs/exp1 --format json | jq '.tags[\"Loss/total\"].points[-1]'\n  \
         gpuscope tb runs/exp1 --tag Loss/total --format csv > loss.csv")]
     Tb(TbArgs),
-    /// Summarise the memory records of runs (the seed analyzer's summary)
+    /// Summarise runs' memory records: timeline, trends, leak verdict, advice, loss phases
     #[command(after_help = "Examples:\n  \
         gpuscope report runs/exp1                    a run directory (every rank)\n  \
         gpuscope report latest                       the newest run under . or $GPUSCOPE_RUNS\n  \
         gpuscope report profiles/tensor_profile_20260128_140205.log\n  \
-        gpuscope report runs/exp1 --format json | jq '.runs[0].end'")]
+        gpuscope report runs/exp1/tensorboard        TensorProfiling/* or Memory/Tensor_* tags\n  \
+        gpuscope report runs/before runs/after       compared side by side\n  \
+        gpuscope report runs/exp1 --format html -o report.html\n  \
+        gpuscope report runs/exp1 --format json | jq '.runs[0].leak'")]
     Report(ReportArgs),
     /// Analyse PyTorch profiler traces (not implemented yet)
     Trace(PendingArgs),
@@ -83,8 +86,9 @@ pub enum TbFormat {
 
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
-    /// Run directories, memory*.jsonl files or seed-format tensor_profile_*.log files;
-    /// `latest` is the newest run under the current directory (or $GPUSCOPE_RUNS)
+    /// Run directories, memory*.jsonl files, seed-format tensor_profile_*.log files or
+    /// TensorBoard event files/directories; `latest` is the newest run under the current
+    /// directory (or $GPUSCOPE_RUNS)
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Output format
@@ -99,6 +103,8 @@ pub struct ReportArgs {
 pub enum ReportFormat {
     Text,
     Json,
+    /// One self-contained page with charts (write it with -o report.html)
+    Html,
 }
 
 /// Arguments of subcommands that later work fills in; accepted so `--help` shows them.

@@ -101,7 +101,8 @@ fn a_file_of_the_wrong_kind_is_one_line_and_exit_2() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("no usable memory records") && err.contains("line 1"),
+        err.contains("no usable memory records")
+            && err.contains("memory.jsonl:1: not a memory record"),
         "{err}"
     );
 }

@@ -19,8 +19,9 @@ pub fn run(args: ReportArgs) -> Result<(), Failure> {
     let report = report(&runs);
     let mut out = output::open(args.output.as_deref())?;
     match args.format {
-        ReportFormat::Text => render::text(&report, &mut out)?,
+        ReportFormat::Text => render::text(&report, output::text_width(), &mut out)?,
         ReportFormat::Json => render::json(&report, &mut out)?,
+        ReportFormat::Html => render::html(&report, &mut out)?,
     }
     out.flush()?;
     Ok(())

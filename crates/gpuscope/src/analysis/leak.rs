@@ -2,8 +2,9 @@
 //!
 //! - **Window**: the records after a warm-up of the first 10 % of the iteration range.
 //!   At least [`MIN_RECORDS`] records are needed, else no verdict.
-//! - **Trend** of each category (and of the census and allocator totals): the Theil–Sen
-//!   slope over the window, in bytes per 1000 iterations, with the r² of its line.
+//! - **Trend** of each category (and of the census and the allocator's allocated and
+//!   reserved): the Theil–Sen slope over the window, in bytes per 1000 iterations, with
+//!   the r² of its line.
 //! - **Sustained growth** of a category, all three of: growth over the window (slope ×
 //!   span) of at least [`MIN_GROWTH_BYTES`] and of [`MIN_GROWTH_SHARE`] of its level at the
 //!   start of the window; a good line (r² ≥ [`MIN_R2`]; a sawtooth fits badly); and growth
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::trend::theil_sen;
-use crate::model::memory::{mb, MemoryRecord};
+use crate::model::memory::{mb_signed, MemoryRecord};
 
 /// Fewest records in the window for a verdict.
 pub const MIN_RECORDS: usize = 6;
@@ -64,7 +65,7 @@ pub struct LeakVerdict {
 pub struct LeakAnalysis {
     /// First iteration of the window (after warm-up).
     pub window_start: Option<i64>,
-    /// Trends by series name (categories, `census`, `allocated`).
+    /// Trends by series name (categories, `census`, `allocated`, `reserved`).
     pub trends: BTreeMap<String, SeriesTrend>,
     /// The verdict.
     pub leak: LeakVerdict,
@@ -105,10 +106,15 @@ pub fn analyze(records: &[MemoryRecord]) -> LeakAnalysis {
             .or_default()
             .push((x, r.census_bytes as f64));
         if let Some(a) = &r.allocator {
-            series
-                .entry("allocated".into())
-                .or_default()
-                .push((x, a.allocated_bytes as f64));
+            for (name, bytes) in [
+                ("allocated", a.allocated_bytes),
+                ("reserved", a.reserved_bytes),
+            ] {
+                series
+                    .entry(name.into())
+                    .or_default()
+                    .push((x, bytes as f64));
+            }
         }
     }
     let trends: BTreeMap<String, SeriesTrend> = series
@@ -203,10 +209,6 @@ fn verdict(trends: &BTreeMap<String, SeriesTrend>) -> LeakVerdict {
             }
         }
     }
-}
-
-fn mb_signed(bytes: f64) -> f64 {
-    bytes.signum() * mb(bytes.abs() as u64)
 }
 
 /// The seed guide's reading of a growing category.

@@ -1,6 +1,7 @@
 //! Everything `gpuscope report` says about a set of runs, put together from the other
-//! analyses: per rank the summary, trends and leak verdict, fragmentation, advice and loss
-//! phases; across runs the comparison.
+//! analyses: per rank the summary, timeline, trends and leak verdict, out-of-memory
+//! estimate, fragmentation, advice and loss phases; across the ranks of a run their
+//! spread; across runs the comparison.
 
 use std::path::PathBuf;
 
@@ -10,8 +11,14 @@ use super::advice::{advise, fragmentation, Advice, Fragmentation};
 use super::compare::{compare, Comparison};
 use super::leak::{self, LeakAnalysis};
 use super::losses::{self, LossAnalysis};
+use super::oom::{self, OomEstimate};
+use super::spread::{spread, RankSpread};
 use super::summary::{summarize, Summary};
+use super::timeline::{timeline, Timeline};
 use crate::runlog::load::RankRecords;
+
+/// Points of each run's timeline: enough for a chart across a wide screen.
+pub const TIMELINE_POINTS: usize = 480;
 
 /// One rank of one run, summarised.
 #[derive(Debug, Clone, Serialize)]
@@ -28,6 +35,8 @@ pub struct RunReport {
     /// Trends and the leak verdict.
     #[serde(flatten)]
     pub leak: LeakAnalysis,
+    /// When the device would run out of memory at the present rate.
+    pub oom_estimate: Option<OomEstimate>,
     /// Fragmentation at the end, as the seed grades it (`null` on CPU).
     pub fragmentation: Option<Fragmentation>,
     /// Advice, each with the figure that triggered it.
@@ -37,6 +46,8 @@ pub struct RunReport {
     pub losses: LossAnalysis,
     /// Lines that were skipped: `file:line: reason`.
     pub skipped: Vec<String>,
+    /// The figures over iterations, at [`TIMELINE_POINTS`] points or fewer.
+    pub timeline: Timeline,
 }
 
 /// The report on several runs.
@@ -44,6 +55,8 @@ pub struct RunReport {
 pub struct Report {
     /// Every rank of every run with records, in the order given.
     pub runs: Vec<RunReport>,
+    /// The spread between ranks, for each run with several.
+    pub rank_spread: Vec<RankSpread>,
     /// The runs compared with the first one, when there are several.
     pub comparison: Option<Comparison>,
 }
@@ -64,7 +77,15 @@ pub fn report(runs: &[(PathBuf, Vec<RankRecords>)]) -> Report {
             )
         })
         .collect();
+    let rank_spread = runs
+        .iter()
+        .filter_map(|(path, ranks)| {
+            let ranks: Vec<(u32, &[_])> = ranks.iter().map(|r| (r.rank, &r.records[..])).collect();
+            spread(&path.display().to_string(), &ranks)
+        })
+        .collect();
     Report {
+        rank_spread,
         runs: ranks
             .iter()
             .filter_map(|(path, r)| run_report(path, r))
@@ -75,19 +96,22 @@ pub fn report(runs: &[(PathBuf, Vec<RankRecords>)]) -> Report {
 
 fn run_report(path: &std::path::Path, rank: &RankRecords) -> Option<RunReport> {
     let last = rank.records.last()?;
+    let leak = leak::analyze(&rank.records);
     Some(RunReport {
         path: path.to_path_buf(),
         rank: rank.rank,
         files: rank.files.clone(),
         summary: summarize(&rank.records)?,
-        leak: leak::analyze(&rank.records),
+        oom_estimate: oom::estimate(&rank.records, &leak),
+        leak,
         fragmentation: fragmentation(last),
         advice: advise(last),
         losses: losses::analyze(&rank.records),
         skipped: rank
             .skipped
             .iter()
-            .map(|(file, s)| format!("{}:{}: {}", file.display(), s.line, s.reason))
+            .map(|(file, s)| s.describe(file))
             .collect(),
+        timeline: timeline(&rank.records, TIMELINE_POINTS),
     })
 }

@@ -1,12 +1,16 @@
 //! Finds and reads the memory records of a run: a run directory (every rank's
-//! `profiles/memory*.jsonl`, else its seed-format text logs), a JSONL file, or a text log.
+//! `profiles/memory*.jsonl`, else its seed-format text logs, else its `tensorboard/`), a
+//! JSONL file, a text log, or a TensorBoard event file or log directory.
 
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
+use super::from_tensorboard::records_from_series;
 use super::read::{read_jsonl, read_text_log, ReadRecords, Skipped};
 use crate::model::memory::MemoryRecord;
+use crate::tfevents::load::{load_log_dir, LoadOptions};
+use crate::tfevents::reader::is_event_file_name;
 use crate::{Error, Result};
 
 /// The records of one process (rank) of a run, and where they came from.
@@ -22,14 +26,45 @@ pub struct RankRecords {
     pub skipped: Vec<(PathBuf, Skipped)>,
 }
 
+/// Where a run's records are.
+enum Source {
+    /// JSONL files or seed-format text logs.
+    Files(Vec<PathBuf>),
+    /// A TensorBoard event file or log directory.
+    TensorBoard(PathBuf),
+}
+
 /// Reads every rank's records under `path`. Fails when nothing usable is found.
 pub fn load_run(path: &Path) -> Result<Vec<RankRecords>> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    let files = if meta.is_dir() {
-        run_files(path)?
+    let source = if meta.is_dir() {
+        run_source(path)?
+    } else if is_event_file_name(&file_name(path)) {
+        Source::TensorBoard(path.to_path_buf())
     } else {
-        vec![path.to_path_buf()]
+        Source::Files(vec![path.to_path_buf()])
     };
+    let mut ranks = match source {
+        Source::Files(files) => read_files(files)?,
+        Source::TensorBoard(dir) => read_tensorboard(&dir)?,
+    };
+    for r in &mut ranks {
+        r.records.sort_by_key(|rec| rec.iteration);
+    }
+    ranks.sort_by_key(|r| r.rank);
+    if ranks.iter().all(|r| r.records.is_empty()) {
+        let what = match ranks.iter().flat_map(|r| r.skipped.first()).next() {
+            Some((file, s)) => format!("no usable memory records ({})", s.describe(file)),
+            None => "no memory records (expected profiles/memory.jsonl, a tensor_profile_*.log \
+                     or TensorProfiling/ tags in TensorBoard)"
+                .to_owned(),
+        };
+        return Err(Error::bad_input(path, what));
+    }
+    Ok(ranks)
+}
+
+fn read_files(files: Vec<PathBuf>) -> Result<Vec<RankRecords>> {
     let mut ranks: Vec<RankRecords> = Vec::new();
     for file in files {
         let rank = rank_of(&file);
@@ -52,24 +87,53 @@ pub fn load_run(path: &Path) -> Result<Vec<RankRecords>> {
             .skipped
             .extend(read.skipped.into_iter().map(|s| (file.clone(), s)));
     }
-    for r in &mut ranks {
-        r.records.sort_by_key(|rec| rec.iteration);
-    }
-    ranks.sort_by_key(|r| r.rank);
-    if ranks.iter().all(|r| r.records.is_empty()) {
-        let what = match ranks.iter().flat_map(|r| r.skipped.first()).next() {
-            Some((file, s)) => format!(
-                "no usable memory records ({}: line {}: {})",
-                file.display(),
-                s.line,
-                s.reason
-            ),
-            None => "no memory records (expected profiles/memory.jsonl or a tensor_profile_*.log)"
-                .to_owned(),
-        };
-        return Err(Error::bad_input(path, what));
-    }
     Ok(ranks)
+}
+
+/// Each TensorBoard run is a rank: `rank<R>` by its name, else numbered in order. A
+/// damaged or truncated file keeps what came before the damage, and says so.
+fn read_tensorboard(dir: &Path) -> Result<Vec<RankRecords>> {
+    let options = LoadOptions {
+        keep_points: None,
+        keep_going: true,
+    };
+    let data = load_log_dir(dir, &options, &mut |_, _| {})?;
+    let mut runs: Vec<&str> = data.files.iter().map(|f| f.run.as_str()).collect();
+    runs.dedup();
+    Ok(runs
+        .iter()
+        .enumerate()
+        .map(|(i, run)| {
+            let files = data.files.iter().filter(|f| f.run == *run);
+            let skipped = files
+                .clone()
+                .flat_map(|f| {
+                    let damaged = f.damaged.clone();
+                    let truncated = f
+                        .truncated_at
+                        .map(|at| format!("file ends inside a record at byte {at}"));
+                    damaged
+                        .into_iter()
+                        .chain(truncated)
+                        .map(|reason| (f.path.clone(), Skipped { line: 0, reason }))
+                })
+                .collect();
+            RankRecords {
+                rank: run
+                    .rsplit('/')
+                    .next()
+                    .and_then(|name| name.strip_prefix("rank")?.parse().ok())
+                    .unwrap_or(i as u32),
+                files: files.map(|f| f.path.clone()).collect(),
+                records: records_from_series(
+                    data.series
+                        .iter()
+                        .filter(|s| s.run == *run && s.kind == "scalar"),
+                ),
+                skipped,
+            }
+        })
+        .collect())
 }
 
 /// The run directory under `root` (4 levels deep at most) whose record file changed last:
@@ -103,11 +167,7 @@ fn is_record_file(name: &str) -> bool {
 
 fn read_file(file: &Path) -> Result<ReadRecords> {
     let reader = BufReader::new(File::open(file).map_err(|e| Error::io(file, e))?);
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let read = if name.ends_with(".log") {
+    let read = if file_name(file).ends_with(".log") {
         read_text_log(reader)
     } else {
         read_jsonl(reader)
@@ -115,8 +175,9 @@ fn read_file(file: &Path) -> Result<ReadRecords> {
     read.map_err(|e| Error::io(file, e))
 }
 
-/// The record files of a run directory: JSONL when there is any, else the text logs.
-fn run_files(dir: &Path) -> Result<Vec<PathBuf>> {
+/// The records of a run directory: JSONL when there is any, else the text logs, else its
+/// TensorBoard event files (in `tensorboard/` or the directory itself).
+fn run_source(dir: &Path) -> Result<Source> {
     let profiles = if dir.join("profiles").is_dir() {
         dir.join("profiles")
     } else {
@@ -126,10 +187,7 @@ fn run_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut logs = Vec::new();
     for entry in std::fs::read_dir(&profiles).map_err(|e| Error::io(&profiles, e))? {
         let path = entry.map_err(|e| Error::io(&profiles, e))?.path();
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = file_name(&path);
         if is_record_file(&name) {
             if name.ends_with(".jsonl") {
                 jsonl.push(path);
@@ -140,22 +198,40 @@ fn run_files(dir: &Path) -> Result<Vec<PathBuf>> {
     }
     let mut files = if jsonl.is_empty() { logs } else { jsonl };
     files.sort();
-    if files.is_empty() {
-        return Err(Error::bad_input(
-            dir,
-            "no profiles/memory*.jsonl or tensor_profile_*.log here (is this a run directory?)",
-        ));
+    if !files.is_empty() {
+        return Ok(Source::Files(files));
     }
-    Ok(files)
+    let tensorboard = dir.join("tensorboard");
+    if tensorboard.is_dir() {
+        return Ok(Source::TensorBoard(tensorboard));
+    }
+    if has_event_files(dir) {
+        return Ok(Source::TensorBoard(dir.to_path_buf()));
+    }
+    Err(Error::bad_input(
+        dir,
+        "no profiles/memory*.jsonl, tensor_profile_*.log or TensorBoard event files here \
+         (is this a run directory?)",
+    ))
+}
+
+fn has_event_files(dir: &Path) -> bool {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(std::result::Result::ok)
+        .any(|e| e.file_type().is_file() && is_event_file_name(&e.file_name().to_string_lossy()))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// `memory.rank3.jsonl` / `tensor_profile_<ts>.rank3.log` → 3; otherwise 0.
 fn rank_of(file: &Path) -> u32 {
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    name.split('.')
+    file_name(file)
+        .split('.')
         .find_map(|part| part.strip_prefix("rank").and_then(|r| r.parse().ok()))
         .unwrap_or(0)
 }

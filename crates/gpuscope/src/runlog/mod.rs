@@ -2,6 +2,7 @@
 //! (canonical), the seed project's `tensor_profile_<ts>.log` text blocks, and the
 //! TensorBoard tags of each record.
 
+pub mod from_tensorboard;
 pub mod load;
 pub mod names;
 pub mod read;

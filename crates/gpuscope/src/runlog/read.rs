@@ -7,15 +7,25 @@ use std::io::BufRead;
 
 use chrono::TimeZone;
 
-use crate::model::memory::{AllocatorStats, Categories, LargeTensor, MemoryRecord};
+use crate::model::memory::{bytes_from_mb, AllocatorStats, Categories, LargeTensor, MemoryRecord};
 
 /// A line that was not used, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
-    /// 1-based line number.
+    /// 1-based line number; 0 in files without lines (event files).
     pub line: usize,
     /// What was wrong with it.
     pub reason: String,
+}
+
+impl Skipped {
+    /// `file:line: reason`, or `file: reason` without a line.
+    pub fn describe(&self, file: &std::path::Path) -> String {
+        match self.line {
+            0 => format!("{}: {}", file.display(), self.reason),
+            line => format!("{}:{line}: {}", file.display(), self.reason),
+        }
+    }
 }
 
 /// Records read from one file, and what was skipped.
@@ -45,12 +55,6 @@ pub fn read_jsonl(input: impl BufRead) -> std::io::Result<ReadRecords> {
         }
     }
     Ok(out)
-}
-
-const MIB: f64 = (1u64 << 20) as f64;
-
-fn mb_to_bytes(mb: f64) -> u64 {
-    (mb * MIB).round() as u64
 }
 
 /// Reads the seed's text log: blocks opened by `Iteration <n> | <time>` between rules of
@@ -161,7 +165,7 @@ impl Block {
         } else if let Some(rest) = line.strip_prefix("Large Tensors (>") {
             let (threshold, count) = rest.split_once("MB): ").ok_or("bad Large Tensors line")?;
             record.large_threshold_bytes =
-                mb_to_bytes(threshold.parse().map_err(|_| "bad threshold")?);
+                bytes_from_mb(threshold.parse().map_err(|_| "bad threshold")?);
             record.large_tensor_count = count.trim().parse().map_err(|_| "bad large count")?;
             self.section = Section::Large;
         } else {
@@ -193,11 +197,11 @@ impl Block {
         record.census_bytes = record.categories_bytes.total();
         if self.cpu_census {
             record.device = "cpu".into();
-            record.census_bytes = mb_to_bytes(allocated);
+            record.census_bytes = bytes_from_mb(allocated);
         } else {
             record.allocator = Some(AllocatorStats {
-                allocated_bytes: mb_to_bytes(allocated),
-                reserved_bytes: mb_to_bytes(reserved),
+                allocated_bytes: bytes_from_mb(allocated),
+                reserved_bytes: bytes_from_mb(reserved),
                 ..AllocatorStats::default()
             });
         }
@@ -229,7 +233,7 @@ fn allocated_line(line: &str) -> Option<(f64, f64)> {
 fn named_mb(line: &str) -> Option<(String, u64)> {
     let (name, value) = line.split_once(':')?;
     let value: f64 = value.trim().strip_suffix("MB")?.trim().parse().ok()?;
-    Some((name.trim().to_owned(), mb_to_bytes(value)))
+    Some((name.trim().to_owned(), bytes_from_mb(value)))
 }
 
 fn set_category(c: &mut Categories, name: &str, bytes: u64) -> Result<(), String> {
@@ -268,7 +272,7 @@ fn large_line(line: &str) -> Option<LargeTensor> {
         .map(|d| d.parse().ok())
         .collect::<Option<Vec<i64>>>()?;
     Some(LargeTensor {
-        bytes: mb_to_bytes(mb),
+        bytes: bytes_from_mb(mb),
         shape,
         dtype: dtype.to_owned(),
         device: String::new(),

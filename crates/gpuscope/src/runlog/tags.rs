@@ -65,6 +65,7 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
             ),
             ("Memory/num_ooms", a.num_ooms.map(|n| n as f64)),
             ("Memory/device_free_MB", a.device_free_bytes.map(mb)),
+            ("Memory/device_total_MB", a.device_total_bytes.map(mb)),
         ];
         for (tag, value) in optional {
             if let Some(v) = value {

@@ -1,25 +1,24 @@
-//! Renders run summaries for `gpuscope report`: the seed analyzer's text summary, and the
-//! `gpuscope.report/1` JSON document.
+//! The text report: the seed analyzer's summary for each run and rank, then what gpuscope
+//! adds (timeline, trends, leak verdict, advice, loss phases), the ranks' spread and the
+//! comparison of runs; fit for an 80-column terminal.
 
 use std::io::{self, Write};
-
-use serde::Serialize;
 
 use crate::analysis::compare::Comparison;
 use crate::analysis::leak::LeakAnalysis;
 use crate::analysis::losses::LossAnalysis;
-use crate::analysis::report::{Report, RunReport};
+use crate::analysis::report::Report;
+use crate::analysis::spread::RankSpread;
 use crate::analysis::summary::Figures;
-use crate::model::memory::{mb, percent};
+use crate::model::memory::{mb, mb_signed, percent};
 
-/// JSON schema name and version of [`json`]'s output.
-pub const SCHEMA: &str = "gpuscope.report/1";
+use super::timeline;
 
 const RULE: &str =
     "================================================================================";
 
-/// The seed analyzer's summary, one block per run and rank, then the comparison.
-pub fn text(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+/// The text report in `width` columns.
+pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> {
     for run in &report.runs {
         let s = &run.summary;
         writeln!(out, "{RULE}")?;
@@ -79,7 +78,21 @@ pub fn text(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out)?;
         large(out, b)?;
         writeln!(out)?;
+        timeline::write(out, &run.timeline, width)?;
+        writeln!(out)?;
         trends(out, &run.leak)?;
+        if let Some(e) = &run.oom_estimate {
+            writeln!(
+                out,
+                "Out of memory: at {:+.1} MB per 1000 iterations, {} ({:.1} MB now) reaches \
+                 the device's {:.1} MB near iteration {}",
+                mb_signed(e.slope_bytes_per_1k_iters),
+                e.series,
+                mb(e.current_bytes),
+                mb(e.device_total_bytes),
+                e.iteration
+            )?;
+        }
         if let Some(f) = &run.fragmentation {
             let split = f
                 .inactive_split_percent
@@ -104,10 +117,34 @@ pub fn text(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         }
         writeln!(out)?;
     }
+    for s in &report.rank_spread {
+        spread(out, s)?;
+    }
     if let Some(c) = &report.comparison {
         compared(out, c)?;
     }
     Ok(())
+}
+
+fn spread(out: &mut dyn Write, s: &RankSpread) -> io::Result<()> {
+    writeln!(out, "{RULE}")?;
+    writeln!(out, "RANKS of {} ({} ranks)", s.path, s.ranks.len())?;
+    writeln!(out, "{RULE}")?;
+    writeln!(
+        out,
+        "  {:<24} {:>18} {:>18} {:>7}",
+        "figure", "lowest", "highest", "spread"
+    )?;
+    for (name, f) in &s.figures {
+        writeln!(
+            out,
+            "  {name:<24} {:>18} {:>18} {:>6.1}%",
+            format!("{:.1} MB (r{})", mb(f.min_bytes), f.min_rank),
+            format!("{:.1} MB (r{})", mb(f.max_bytes), f.max_rank),
+            f.spread_percent
+        )?;
+    }
+    writeln!(out)
 }
 
 fn compared(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
@@ -190,7 +227,7 @@ fn trends(out: &mut dyn Write, analysis: &LeakAnalysis) -> io::Result<()> {
         }
     }
     for (name, t) in &analysis.trends {
-        let mb_per_1k = t.slope_bytes_per_1k_iters / (1u64 << 20) as f64;
+        let mb_per_1k = mb_signed(t.slope_bytes_per_1k_iters);
         let mark = if t.sustained { "  ← sustained" } else { "" };
         writeln!(
             out,
@@ -222,11 +259,8 @@ fn losses(out: &mut dyn Write, analysis: &LossAnalysis) -> io::Result<()> {
     }
     for s in &analysis.spikes {
         let memory = match s.allocated_change_bytes {
-            Some(b) => format!("allocated {:+.1} MB", b as f64 / (1u64 << 20) as f64),
-            None => format!(
-                "census {:+.1} MB",
-                s.census_change_bytes as f64 / (1u64 << 20) as f64
-            ),
+            Some(b) => format!("allocated {:+.1} MB", mb_signed(b as f64)),
+            None => format!("census {:+.1} MB", mb_signed(s.census_change_bytes as f64)),
         };
         writeln!(
             out,
@@ -238,23 +272,4 @@ fn losses(out: &mut dyn Write, analysis: &LossAnalysis) -> io::Result<()> {
         )?;
     }
     Ok(())
-}
-
-#[derive(Serialize)]
-struct JsonDoc<'a> {
-    schema: &'static str,
-    runs: &'a [RunReport],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    comparison: Option<&'a Comparison>,
-}
-
-/// The `gpuscope.report/1` JSON document.
-pub fn json(report: &Report, out: &mut dyn Write) -> io::Result<()> {
-    let doc = JsonDoc {
-        schema: SCHEMA,
-        runs: &report.runs,
-        comparison: report.comparison.as_ref(),
-    };
-    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
-    writeln!(out)
 }

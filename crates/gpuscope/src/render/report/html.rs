@@ -1,0 +1,430 @@
+//! The HTML report: one self-contained page (inline CSS and SVG, no script, nothing
+//! fetched) with each run's facts, verdicts and charts — categories over iterations,
+//! allocated vs reserved, fragmentation, tensor count, loss components with their phases
+//! and spikes — then the ranks' spread and the comparison of runs. Every string that came
+//! from the input is escaped.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use html_escape::encode_text as text;
+
+use super::svg::{chart, Chart, Line, Marker};
+use crate::analysis::compare::Comparison;
+use crate::analysis::report::{Report, RunReport};
+use crate::analysis::spread::RankSpread;
+use crate::analysis::summary::Figures;
+use crate::analysis::timeline::{Timeline, Unit};
+use crate::model::memory::{mb, mb_signed, percent};
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;color:#222;margin:24px auto;\
+max-width:980px;padding:0 16px}h1{font-size:22px}h2{font-size:18px;border-bottom:2px solid \
+#4e79a7;padding-bottom:4px;margin-top:36px}h3{font-size:15px;margin:18px 0 4px}\
+table{border-collapse:collapse;margin:6px 0}td,th{padding:2px 10px;text-align:right;\
+border-bottom:1px solid #e4e4ea}td:first-child,th:first-child{text-align:left}\
+.verdict{padding:8px 12px;border-radius:4px;margin:10px 0}.leak{background:#fde2e1}\
+.ok{background:#e3f1e1}.advice li{margin:3px 0}.chart{display:block;max-width:100%;height:auto}\
+.tick{font-size:11px;fill:#555}.axis{font-size:11px;fill:#333}.legend{font-size:12px}\
+.marker-label{font-size:10px}.meta,.skipped{color:#666}";
+
+/// Writes the report as one HTML page.
+pub fn html(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let mut page = String::with_capacity(64 * 1024);
+    let _ = write!(
+        page,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\">\
+         <title>gpuscope report</title><style>{STYLE}</style></head><body>\
+         <h1>gpuscope report</h1><p class=\"meta\">{} run(s) · gpuscope {}</p>",
+        report.runs.len(),
+        env!("CARGO_PKG_VERSION")
+    );
+    for run in &report.runs {
+        run_section(&mut page, run);
+    }
+    for s in &report.rank_spread {
+        spread_section(&mut page, s);
+    }
+    if let Some(c) = &report.comparison {
+        comparison_section(&mut page, c);
+    }
+    page.push_str("</body></html>\n");
+    out.write_all(page.as_bytes())
+}
+
+/// One start/end figure as text, `None` when not measured.
+type FigureText = fn(&Figures) -> Option<String>;
+
+fn run_section(page: &mut String, run: &RunReport) {
+    let s = &run.summary;
+    let _ = write!(
+        page,
+        "<section class=\"run\"><h2>{} (rank {})</h2><table class=\"facts\">\
+         <tr><th></th><th>start</th><th>end</th></tr>\
+         <tr><td>iteration</td><td>{}</td><td>{}</td></tr>",
+        text(&run.path.display().to_string()),
+        run.rank,
+        s.iterations[0],
+        s.iterations[1]
+    );
+    let rows: [(&str, FigureText); 5] = [
+        ("allocated", |f| f.allocated_bytes.map(mb_text)),
+        ("reserved", |f| f.reserved_bytes.map(mb_text)),
+        ("fragmentation", |f| {
+            f.fragmentation_percent.map(|p| format!("{p:.1}%"))
+        }),
+        ("census", |f| Some(mb_text(f.census_bytes))),
+        ("tensors", |f| Some(f.tensor_count.to_string())),
+    ];
+    for (name, figure) in rows {
+        if let (Some(a), Some(b)) = (figure(&s.start), figure(&s.end)) {
+            let _ = write!(page, "<tr><td>{name}</td><td>{a}</td><td>{b}</td></tr>");
+        }
+    }
+    let _ = write!(
+        page,
+        "</table><p>{} records · {} large tensors (&gt;{:.0} MB) at the end</p>",
+        s.records,
+        s.end.large_tensor_count,
+        mb(s.end.large_threshold_bytes)
+    );
+    let (class, verdict) = if run.leak.leak.suspected {
+        ("leak", "Leak suspected")
+    } else {
+        ("ok", "No leak")
+    };
+    let _ = write!(
+        page,
+        "<div class=\"verdict {class}\"><b>{verdict}</b> — {}",
+        text(&run.leak.leak.reason)
+    );
+    if let Some(e) = &run.oom_estimate {
+        let _ = write!(
+            page,
+            "<br><b>Out of memory</b> near iteration {}: {} grows {:+.1} MB per 1000 \
+             iterations from {} towards the device's {}",
+            e.iteration,
+            e.series,
+            mb_signed(e.slope_bytes_per_1k_iters),
+            mb_text(e.current_bytes),
+            mb_text(e.device_total_bytes)
+        );
+    }
+    page.push_str("</div>");
+    if !run.advice.is_empty() {
+        page.push_str("<ul class=\"advice\">");
+        for a in &run.advice {
+            let _ = write!(
+                page,
+                "<li><b>{} = {:.1}</b>: {}</li>",
+                text(&a.figure),
+                a.value,
+                text(&a.advice)
+            );
+        }
+        page.push_str("</ul>");
+    }
+    charts(page, run);
+    shares_table(page, "Categories at the end", &s.end.categories_bytes);
+    shares_table(page, "Data types at the end", &s.end.dtypes_bytes);
+    trends_table(page, run);
+    phases_table(page, run);
+    if !run.skipped.is_empty() {
+        let _ = write!(
+            page,
+            "<h3>Skipped</h3><ul class=\"skipped\">{}</ul>",
+            run.skipped
+                .iter()
+                .take(20)
+                .map(|l| format!("<li>{}</li>", text(l)))
+                .collect::<String>()
+        );
+    }
+    page.push_str("</section>");
+}
+
+fn charts(page: &mut String, run: &RunReport) {
+    let t = &run.timeline;
+    let category_names: Vec<&str> = names_with_prefix(t, "category/");
+    let categories: Vec<Line> = category_names
+        .iter()
+        .filter_map(|name| {
+            let s = t.get(&format!("category/{name}"))?;
+            Some(Line {
+                name,
+                values: &s.values,
+            })
+        })
+        .collect();
+    titled_chart(
+        page,
+        "Memory by category (stacked)",
+        t,
+        categories,
+        true,
+        Unit::Bytes,
+        Vec::new(),
+    );
+    let totals = lines(t, &["allocated", "reserved", "census", "heap"]);
+    titled_chart(
+        page,
+        "Allocated, reserved and counted tensors",
+        t,
+        totals,
+        false,
+        Unit::Bytes,
+        Vec::new(),
+    );
+    let fragmentation = lines(t, &["fragmentation"]);
+    titled_chart(
+        page,
+        "Fragmentation",
+        t,
+        fragmentation,
+        false,
+        Unit::Percent,
+        Vec::new(),
+    );
+    titled_chart(
+        page,
+        "Tensor count",
+        t,
+        lines(t, &["tensors"]),
+        false,
+        Unit::Count,
+        Vec::new(),
+    );
+    let loss_names = names_with_prefix(t, "loss/");
+    let losses: Vec<Line> = loss_names
+        .iter()
+        .filter_map(|name| {
+            let s = t.get(&format!("loss/{name}"))?;
+            Some(Line {
+                name,
+                values: &s.values,
+            })
+        })
+        .collect();
+    let markers = run
+        .losses
+        .phases
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, p)| Marker {
+            x: p.from,
+            label: format!("phase {}", i + 1),
+            alert: false,
+        })
+        .chain(run.losses.spikes.iter().map(|s| Marker {
+            x: s.iteration,
+            label: "spike".into(),
+            alert: true,
+        }))
+        .collect();
+    titled_chart(
+        page,
+        "Loss components",
+        t,
+        losses,
+        false,
+        Unit::Loss,
+        markers,
+    );
+}
+
+fn names_with_prefix<'a>(t: &'a Timeline, prefix: &str) -> Vec<&'a str> {
+    t.series
+        .iter()
+        .filter_map(|s| s.name.strip_prefix(prefix))
+        .collect()
+}
+
+fn lines<'a>(t: &'a Timeline, names: &[&'a str]) -> Vec<Line<'a>> {
+    names
+        .iter()
+        .filter_map(|name| {
+            Some(Line {
+                name,
+                values: &t.get(name)?.values,
+            })
+        })
+        .collect()
+}
+
+fn titled_chart(
+    page: &mut String,
+    title: &str,
+    t: &Timeline,
+    lines: Vec<Line>,
+    stacked: bool,
+    unit: Unit,
+    markers: Vec<Marker>,
+) {
+    if lines.is_empty() || t.iterations.is_empty() {
+        return;
+    }
+    let _ = write!(page, "<h3>{title}</h3>");
+    chart(
+        &Chart {
+            title,
+            x: &t.iterations,
+            lines,
+            stacked,
+            unit,
+            markers,
+        },
+        page,
+    );
+}
+
+fn shares_table(page: &mut String, title: &str, bytes: &BTreeMap<String, u64>) {
+    if bytes.is_empty() {
+        return;
+    }
+    let total: u64 = bytes.values().sum();
+    let mut rows: Vec<_> = bytes.iter().collect();
+    rows.sort_by_key(|(_, b)| std::cmp::Reverse(**b));
+    let _ = write!(page, "<h3>{title}</h3><table>");
+    for (name, b) in rows {
+        let _ = write!(
+            page,
+            "<tr><td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
+            text(name),
+            mb_text(*b),
+            percent(*b, total)
+        );
+    }
+    page.push_str("</table>");
+}
+
+fn trends_table(page: &mut String, run: &RunReport) {
+    let Some(start) = run.leak.window_start else {
+        return;
+    };
+    if run.leak.trends.is_empty() {
+        return;
+    }
+    let _ = write!(
+        page,
+        "<h3>Trends from iteration {start}</h3><table><tr><th>series</th>\
+         <th>MB / 1000 it.</th><th>r²</th><th>sustained</th></tr>"
+    );
+    for (name, t) in &run.leak.trends {
+        let _ = write!(
+            page,
+            "<tr><td>{}</td><td>{:+.2}</td><td>{:.2}</td><td>{}</td></tr>",
+            text(name),
+            mb_signed(t.slope_bytes_per_1k_iters),
+            t.r2,
+            if t.sustained { "yes" } else { "" }
+        );
+    }
+    page.push_str("</table>");
+}
+
+fn phases_table(page: &mut String, run: &RunReport) {
+    let l = &run.losses;
+    if l.phases.is_empty() {
+        return;
+    }
+    page.push_str("<h3>Loss phases</h3><table><tr><th>iterations</th><th>share of the components' sum</th></tr>");
+    for p in &l.phases {
+        let shares: Vec<String> = p
+            .shares_percent
+            .iter()
+            .map(|(c, s)| format!("{} {s:.0}%", text(c)))
+            .collect();
+        let _ = write!(
+            page,
+            "<tr><td>{} – {}</td><td>{}</td></tr>",
+            p.from,
+            p.to,
+            shares.join(", ")
+        );
+    }
+    page.push_str("</table>");
+    if l.spikes.is_empty() {
+        return;
+    }
+    page.push_str("<h3>Loss spikes</h3><table><tr><th>iteration</th><th>total</th><th>recent median</th><th>driven by</th><th>memory change</th></tr>");
+    for s in &l.spikes {
+        let memory = match s.allocated_change_bytes {
+            Some(b) => format!("allocated {:+.1} MB", mb_signed(b as f64)),
+            None => format!("census {:+.1} MB", mb_signed(s.census_change_bytes as f64)),
+        };
+        let _ = write!(
+            page,
+            "<tr><td>{}</td><td>{:.4}</td><td>{:.4}</td><td>{}</td><td>{memory}</td></tr>",
+            s.iteration,
+            s.total,
+            s.recent_median,
+            text(s.driven_by.as_deref().unwrap_or("?"))
+        );
+    }
+    page.push_str("</table>");
+}
+
+fn spread_section(page: &mut String, s: &RankSpread) {
+    let _ = write!(
+        page,
+        "<h2>Ranks of {} ({} ranks)</h2><table><tr><th>figure</th><th>lowest</th>\
+         <th>highest</th><th>spread</th></tr>",
+        text(&s.path),
+        s.ranks.len()
+    );
+    for (name, f) in &s.figures {
+        let _ = write!(
+            page,
+            "<tr><td>{}</td><td>{} (rank {})</td><td>{} (rank {})</td><td>{:.1}%</td></tr>",
+            text(name),
+            mb_text(f.min_bytes),
+            f.min_rank,
+            mb_text(f.max_bytes),
+            f.max_rank,
+            f.spread_percent
+        );
+    }
+    page.push_str("</table>");
+}
+
+fn comparison_section(page: &mut String, c: &Comparison) {
+    let _ = write!(
+        page,
+        "<h2>Comparison</h2><p>Against {}.</p><table><tr><th>run</th><th>peak allocated</th>\
+         <th>peak census</th><th>end census</th></tr>",
+        text(&c.runs[0].label)
+    );
+    for r in &c.runs {
+        let _ = write!(
+            page,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            text(&r.label),
+            r.peak_allocated_bytes
+                .map_or_else(|| "–".to_owned(), mb_text),
+            mb_text(r.peak_census_bytes),
+            mb_text(r.end_census_bytes)
+        );
+    }
+    page.push_str("</table>");
+    if !c.differences.is_empty() {
+        page.push_str("<ul>");
+        for d in &c.differences {
+            let _ = write!(
+                page,
+                "<li>{}: {} {} vs {} ({:+.0}%)</li>",
+                text(&d.run),
+                text(&d.category),
+                mb_text(d.bytes),
+                mb_text(d.baseline_bytes),
+                d.change_percent
+            );
+        }
+        page.push_str("</ul>");
+    }
+}
+
+fn mb_text(bytes: u64) -> String {
+    format!("{:.1} MB", mb(bytes))
+}

@@ -1,0 +1,306 @@
+//! Line and stacked-area charts as inline SVG, so an HTML report is one file that opens
+//! anywhere without fetching a chart library. Each plotted series is one `<path>` with
+//! class `series` and its name in `data-series`.
+
+use std::fmt::Write;
+
+use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
+
+use crate::analysis::timeline::Unit;
+
+const WIDTH: f64 = 760.0;
+const HEIGHT: f64 = 280.0;
+const LEFT: f64 = 76.0;
+const RIGHT: f64 = WIDTH - 190.0;
+const TOP: f64 = 16.0;
+const BOTTOM: f64 = HEIGHT - 34.0;
+const TICKS: usize = 5;
+
+/// Colours of the series, in order (Tableau 10, readable on white and for most colour
+/// vision).
+const PALETTE: [&str; 10] = [
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f", "#bab0ac",
+];
+
+/// One series of a chart.
+pub struct Line<'a> {
+    /// Its name, shown in the legend.
+    pub name: &'a str,
+    /// One value per x; `None` leaves a gap.
+    pub values: &'a [Option<f64>],
+}
+
+/// A vertical mark on a chart: a phase boundary or a spike.
+pub struct Marker {
+    /// Where, in x units.
+    pub x: i64,
+    /// Its label.
+    pub label: String,
+    /// Drawn in red rather than grey.
+    pub alert: bool,
+}
+
+/// A chart over iterations.
+pub struct Chart<'a> {
+    /// What it shows (the SVG's accessible title).
+    pub title: &'a str,
+    /// The iterations.
+    pub x: &'a [i64],
+    /// The series.
+    pub lines: Vec<Line<'a>>,
+    /// Stack the series as filled areas (parts of a whole) instead of lines.
+    pub stacked: bool,
+    /// What the y axis measures.
+    pub unit: Unit,
+    /// Vertical marks.
+    pub markers: Vec<Marker>,
+}
+
+/// Appends `chart` as an `<svg>` element to `out`.
+pub fn chart(c: &Chart, out: &mut String) {
+    let columns = if c.stacked {
+        stack(c)
+    } else {
+        c.lines.iter().map(|l| l.values.to_vec()).collect()
+    };
+    let (x0, x1) = match (c.x.first(), c.x.last()) {
+        (Some(&a), Some(&b)) if b > a => (a as f64, b as f64),
+        (Some(&a), _) => (a as f64 - 1.0, a as f64 + 1.0),
+        _ => (0.0, 1.0),
+    };
+    let (y0, y1) = y_range(&columns, c.unit);
+    let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * (RIGHT - LEFT);
+    let py = |y: f64| BOTTOM - (y - y0) / (y1 - y0) * (BOTTOM - TOP);
+    let _ = write!(
+        out,
+        r##"<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img"><title>{}</title>"##,
+        text(c.title)
+    );
+    let _ = write!(
+        out,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="#fafafc" stroke="#ccc"/>"##,
+        RIGHT - LEFT,
+        BOTTOM - TOP
+    );
+    for (value, label) in ticks(y0, y1, c.unit) {
+        let y = py(value);
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" x2="{RIGHT}" y1="{y:.1}" y2="{y:.1}" stroke="#e4e4ea"/><text x="{}" y="{:.1}" text-anchor="end" class="tick">{label}</text>"##,
+            LEFT - 6.0,
+            y + 4.0
+        );
+    }
+    for (value, _) in ticks(x0, x1, Unit::Count) {
+        let x = px(value);
+        let _ = write!(
+            out,
+            r##"<text x="{x:.1}" y="{}" text-anchor="middle" class="tick">{value:.0}</text>"##,
+            BOTTOM + 16.0
+        );
+    }
+    let _ = write!(
+        out,
+        r##"<text x="{}" y="{}" text-anchor="middle" class="axis">iteration</text>"##,
+        (LEFT + RIGHT) / 2.0,
+        HEIGHT - 2.0
+    );
+    for (i, line) in c.lines.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let points: Vec<Option<(f64, f64)>> =
+            c.x.iter()
+                .zip(&columns[i])
+                .map(|(&x, v)| v.map(|v| (px(x as f64), py(v))))
+                .collect();
+        let d = if c.stacked {
+            let below: Vec<Option<(f64, f64)>> = match i {
+                0 => c.x.iter().map(|&x| Some((px(x as f64), py(0.0)))).collect(),
+                _ => {
+                    c.x.iter()
+                        .zip(&columns[i - 1])
+                        .map(|(&x, v)| v.map(|v| (px(x as f64), py(v))))
+                        .collect()
+                }
+            };
+            area_path(&points, &below)
+        } else {
+            line_path(&points)
+        };
+        let style = if c.stacked {
+            format!(r#"fill="{colour}" fill-opacity="0.8" stroke="{colour}""#)
+        } else {
+            format!(r#"fill="none" stroke="{colour}" stroke-width="1.6""#)
+        };
+        let _ = write!(
+            out,
+            r#"<path class="series" data-series="{}" {style} d="{d}"/>"#,
+            attr(line.name)
+        );
+        let ly = TOP + 6.0 + i as f64 * 18.0;
+        let _ = write!(
+            out,
+            r#"<rect x="{}" y="{ly:.1}" width="12" height="12" fill="{colour}"/><text x="{}" y="{:.1}" class="legend">{}</text>"#,
+            RIGHT + 12.0,
+            RIGHT + 30.0,
+            ly + 10.0,
+            text(line.name)
+        );
+    }
+    for m in &c.markers {
+        let x = px(m.x as f64);
+        let colour = if m.alert { "#d62728" } else { "#777" };
+        let _ = write!(
+            out,
+            r#"<line class="marker" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{BOTTOM}" stroke="{colour}" stroke-dasharray="4 3"/><text x="{:.1}" y="{}" class="marker-label" fill="{colour}">{}</text>"#,
+            x + 3.0,
+            TOP + 11.0,
+            text(&m.label)
+        );
+    }
+    out.push_str("</svg>");
+}
+
+/// The running sums of the series (a gap counts as 0 once any series has a value there).
+fn stack(c: &Chart) -> Vec<Vec<Option<f64>>> {
+    let mut sums = vec![0.0; c.x.len()];
+    c.lines
+        .iter()
+        .map(|l| {
+            l.values
+                .iter()
+                .zip(sums.iter_mut())
+                .map(|(v, sum)| {
+                    *sum += v.unwrap_or(0.0);
+                    Some(*sum)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn y_range(columns: &[Vec<Option<f64>>], unit: Unit) -> (f64, f64) {
+    let (mut lo, mut hi) = columns
+        .iter()
+        .flatten()
+        .flatten()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(*v), hi.max(*v))
+        });
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    if unit != Unit::Loss {
+        lo = lo.min(0.0);
+    }
+    if hi <= lo {
+        hi = lo + 1.0;
+    }
+    let pad = (hi - lo) * 0.05;
+    (if lo == 0.0 { 0.0 } else { lo - pad }, hi + pad)
+}
+
+/// Round tick values between `lo` and `hi`, with their labels; bytes are ticked in round
+/// MB or GB.
+fn ticks(lo: f64, hi: f64, unit: Unit) -> Vec<(f64, String)> {
+    const MIB: f64 = (1u64 << 20) as f64;
+    let (divisor, suffix) = match unit {
+        Unit::Bytes if hi >= 2048.0 * MIB => (1024.0 * MIB, " GB"),
+        Unit::Bytes => (MIB, " MB"),
+        Unit::Percent => (1.0, "%"),
+        Unit::Count | Unit::Loss => (1.0, ""),
+    };
+    let (lo, hi) = (lo / divisor, hi / divisor);
+    let raw = (hi - lo) / TICKS as f64;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * magnitude)
+        .find(|s| *s >= raw)
+        .unwrap_or(magnitude * 10.0);
+    let decimals = (0..6)
+        .find(|d| {
+            let scaled = step * 10f64.powi(*d);
+            (scaled - scaled.round()).abs() < 1e-6 * scaled.max(1.0)
+        })
+        .unwrap_or(6) as usize;
+    let mut v = (lo / step).ceil() * step;
+    let mut out = Vec::new();
+    while v <= hi + step * 1e-9 && out.len() <= TICKS * 2 {
+        out.push((v * divisor, format!("{v:.decimals$}{suffix}")));
+        v += step;
+    }
+    out
+}
+
+fn line_path(points: &[Option<(f64, f64)>]) -> String {
+    let mut d = String::new();
+    let mut pen_down = false;
+    for p in points {
+        match p {
+            Some((x, y)) => {
+                let _ = write!(d, "{}{x:.1},{y:.1}", if pen_down { "L" } else { "M" });
+                pen_down = true;
+            }
+            None => pen_down = false,
+        }
+    }
+    d
+}
+
+fn area_path(top: &[Option<(f64, f64)>], below: &[Option<(f64, f64)>]) -> String {
+    let mut d = line_path(top);
+    for (x, y) in below.iter().rev().flatten() {
+        let _ = write!(d, "L{x:.1},{y:.1}");
+    }
+    d.push('Z');
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round_and_inside_the_range() {
+        let t: Vec<f64> = ticks(0.0, 97.0, Unit::Percent)
+            .into_iter()
+            .map(|(v, _)| v)
+            .collect();
+        assert_eq!(t, vec![0.0, 20.0, 40.0, 60.0, 80.0]);
+        let gb = ticks(0.0, 8.0 * (1u64 << 30) as f64, Unit::Bytes);
+        assert_eq!(gb[1].1, "2 GB");
+        let quarter: Vec<String> = ticks(0.0, 12.0, Unit::Count)
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect();
+        assert_eq!(quarter[..3], ["0.0", "2.5", "5.0"]);
+    }
+
+    #[test]
+    fn a_gap_lifts_the_pen() {
+        let d = line_path(&[Some((1.0, 2.0)), None, Some((3.0, 4.0)), Some((5.0, 6.0))]);
+        assert_eq!(d, "M1.0,2.0M3.0,4.0L5.0,6.0");
+    }
+
+    #[test]
+    fn names_are_escaped() {
+        let mut out = String::new();
+        chart(
+            &Chart {
+                title: "a<b",
+                x: &[0, 1],
+                lines: vec![Line {
+                    name: "\"><script>",
+                    values: &[Some(1.0), Some(2.0)],
+                }],
+                stacked: false,
+                unit: Unit::Count,
+                markers: Vec::new(),
+            },
+            &mut out,
+        );
+        assert!(!out.contains("<script>"), "{out}");
+        assert!(out.contains("a&lt;b"));
+    }
+}

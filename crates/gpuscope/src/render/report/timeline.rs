@@ -1,0 +1,121 @@
+//! The text timeline: a table of the totals at a few points over the run, then one
+//! sparkline per category as wide as the terminal allows.
+
+use std::io::{self, Write};
+
+use crate::analysis::timeline::{Timeline, TimelineSeries};
+use crate::model::memory::mb;
+
+/// Rows of the totals table.
+const ROWS: usize = 16;
+/// Columns of a sparkline's label (2 indent + name) and of its range after it.
+const LABEL: usize = 18;
+const RANGE: usize = 22;
+const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+/// Writes the timeline of one run in `width` columns.
+pub fn write(out: &mut dyn Write, timeline: &Timeline, width: u16) -> io::Result<()> {
+    if timeline.iterations.len() < 2 {
+        return Ok(());
+    }
+    let rows = timeline.resample(ROWS);
+    let peak_note = if rows.records_per_point > 1 {
+        format!("; each row the peak of {} records", rows.records_per_point)
+    } else {
+        String::new()
+    };
+    writeln!(out, "Timeline ({} rows{peak_note}):", rows.iterations.len())?;
+    let columns: Vec<(&str, &TimelineSeries)> = [
+        ("allocated", "allocated"),
+        ("reserved", "reserved"),
+        ("frag", "fragmentation"),
+        ("census", "census"),
+        ("heap", "heap"),
+        ("tensors", "tensors"),
+    ]
+    .into_iter()
+    .filter_map(|(title, name)| Some((title, rows.get(name)?)))
+    .collect();
+    write!(out, "  {:>9}", "iteration")?;
+    for (title, _) in &columns {
+        write!(out, " {title:>11}")?;
+    }
+    writeln!(out)?;
+    for (i, iteration) in rows.iterations.iter().enumerate() {
+        write!(out, "  {iteration:>9}")?;
+        for (title, s) in &columns {
+            let cell = match (s.values[i], *title) {
+                (None, _) => "-".to_owned(),
+                (Some(v), "frag") => format!("{v:.1}%"),
+                (Some(v), "tensors") => format!("{v:.0}"),
+                (Some(v), _) => format!("{:.1} MB", mb(v as u64)),
+            };
+            write!(out, " {cell:>11}")?;
+        }
+        writeln!(out)?;
+    }
+    let categories: Vec<&TimelineSeries> = timeline
+        .series
+        .iter()
+        .filter(|s| s.name.starts_with("category/"))
+        .collect();
+    if categories.is_empty() {
+        return Ok(());
+    }
+    let bars = (width as usize).saturating_sub(LABEL + RANGE).max(10);
+    let columns = timeline.resample(bars);
+    writeln!(
+        out,
+        "Categories over iterations ({} → {}; MB, low–high of each line):",
+        timeline.iterations[0],
+        timeline.iterations[timeline.iterations.len() - 1]
+    )?;
+    for s in categories {
+        let name = s.name.trim_start_matches("category/");
+        let values = &columns.get(&s.name).expect("same series").values;
+        let (lo, hi) = bounds(values);
+        writeln!(
+            out,
+            "  {name:<15} {} {:.1}–{:.1}",
+            sparkline(values, lo, hi),
+            mb(lo as u64),
+            mb(hi as u64)
+        )?;
+    }
+    Ok(())
+}
+
+fn bounds(values: &[Option<f64>]) -> (f64, f64) {
+    values
+        .iter()
+        .flatten()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(*v), hi.max(*v))
+        })
+}
+
+fn sparkline(values: &[Option<f64>], lo: f64, hi: f64) -> String {
+    values
+        .iter()
+        .map(|v| match v {
+            None => ' ',
+            Some(_) if hi <= lo => BARS[0],
+            Some(v) => {
+                let level = ((v - lo) / (hi - lo) * (BARS.len() - 1) as f64).round() as usize;
+                BARS[level.min(BARS.len() - 1)]
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparkline_spans_lowest_to_highest_bar() {
+        let values = [Some(0.0), Some(50.0), None, Some(100.0)];
+        assert_eq!(sparkline(&values, 0.0, 100.0), "▁▅ █");
+        assert_eq!(sparkline(&[Some(3.0), Some(3.0)], 3.0, 3.0), "▁▁");
+    }
+}
