@@ -39,6 +39,8 @@ demo: build ## train a tiny model on CPU twice (clean, leaking), then read what 
 	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/leak/tensorboard --tag TensorProfiling/Tensor_Category/activations_MB
 	@echo
 	$(VENV)/bin/gpuscope report $(DEMO_DIR)/leak
+	$(VENV)/bin/gpuscope report $(DEMO_DIR)/clean $(DEMO_DIR)/leak --format html -o $(DEMO_DIR)/report.html
+	@echo "The same two runs side by side, with charts: $(DEMO_DIR)/report.html"
 	@echo "The last block of the seed-format text log of the leaking run:"
 	tail -n 22 $(DEMO_DIR)/leak/profiles/tensor_profile_*.log
 	@echo
@@ -50,8 +52,11 @@ test: build test-rs test-py lint test-install ## set everything up and run every
 test-rs: ## Rust unit and integration tests
 	cargo test --workspace --exclude gpuscope-py
 
-test-py: build ## Python tests (pytest)
+test-py: build chromium ## Python tests (pytest)
 	$(PY) -m pytest -q tests
+
+chromium: ## Debian's chromium, for the HTML report test (apt-get, once)
+	bash scripts/install-chromium.sh
 
 test-install: ## `pip install .` and `cargo install` into throwaway places, then run them
 	PYTHON=$(PYTHON) bash scripts/check-install.sh
@@ -75,4 +80,4 @@ clean: ## remove build outputs and the demo run (keeps .venv)
 	cargo clean
 	rm -rf $(DEMO_DIR)
 
-.PHONY: help setup build demo test test-rs test-py test-install lint fmt bench clean
+.PHONY: help setup build demo test test-rs test-py chromium test-install lint fmt bench clean

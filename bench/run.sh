@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs gpuscope's benchmarks with the repository's venv (called by `make bench`).
-# Options: BENCH_WRITE_ARGS / BENCH_READ_ARGS / BENCH_MEMORY_ARGS (passed to each script), e.g.
+# Options: BENCH_WRITE_ARGS / BENCH_READ_ARGS / BENCH_MEMORY_ARGS / BENCH_REPORT_ARGS (passed to
+# each script), e.g.
 #   BENCH_WRITE_ARGS="--n 50000 --repeat 3" bench/run.sh
 set -euo pipefail
 
@@ -36,3 +37,8 @@ echo
 echo "== bench_memory_record.py ${BENCH_MEMORY_ARGS:-}"
 # shellcheck disable=SC2086
 "$python" bench/bench_memory_record.py ${BENCH_MEMORY_ARGS:-}
+
+echo
+echo "== bench_report.py ${BENCH_REPORT_ARGS:-}"
+# shellcheck disable=SC2086
+"$python" bench/bench_report.py ${BENCH_REPORT_ARGS:-}

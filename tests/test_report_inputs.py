@@ -188,12 +188,6 @@ def test_every_way_of_naming_the_tensorboard_input(profiled: dict[str, ProfiledR
         assert got["leak"]["category"] == "activations"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: from TensorBoard the large-tensor threshold (not carried by any tag) is "
-    "reported as 0 bytes instead of null, and the text report then says "
-    "'Large Tensors (>0MB): 0' although every tensor is above 0 MB",
-)
 def test_tensorboard_report_does_not_invent_a_large_tensor_threshold(
     profiled: dict[str, ProfiledRun],
 ) -> None:
@@ -329,12 +323,6 @@ def test_seed002_tags_become_records(seed002: SeedRun) -> None:
     assert run["oom_estimate"] is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: categories that seed 002's tags never carry (optimizer_state: the seed "
-    "counts Adam's moments as parameters) are reported as a measured 0 instead of being "
-    "left out (docs/run-dir.md: a figure that cannot be measured is null, never 0)",
-)
 def test_seed002_categories_not_logged_are_not_reported(seed002: SeedRun) -> None:
     run = only_run(report_json(seed002.plain))
     last = seed002.logged[max(seed002.logged)]
@@ -663,11 +651,6 @@ def path_free_lines(text: str, *paths: Path) -> list[str]:
     return [line for line in text.splitlines() if not any(str(p) in line for p in paths)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the text report's 'Leak: SUSPECTED — …' and 'Advice (…)' lines run to "
-    "150-210 columns when stdout is not a terminal (80 promised)",
-)
 def test_text_report_fits_80_columns(profiled: dict[str, ProfiledRun]) -> None:
     for run in profiled.values():
         for text in (run.jsonl_text, run.tb_text):
@@ -675,12 +658,6 @@ def test_text_report_fits_80_columns(profiled: dict[str, ProfiledRun]) -> None:
             assert wide == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: with allocator figures and the heap (any CUDA record) the timeline table "
-    "has six columns and is 83 columns wide; the out-of-memory and fragmentation lines "
-    "are 125-132 columns",
-)
 def test_text_report_of_a_cuda_run_fits_80_columns(
     oom_run: tuple[Path, list[dict[str, Any]]],
 ) -> None:
@@ -727,10 +704,5 @@ def test_timeline_of_a_long_run_is_bounded(long_run: Path) -> None:
     assert len(block(text, "Timeline (")) <= 2 + 16  # title, header, at most 16 rows
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the sparkline title gives the last iteration of the first span as the "
-    "start ('Categories over iterations (2 → 999') for a run that starts at iteration 0",
-)
 def test_sparkline_title_spans_the_whole_run(long_run: Path) -> None:
     assert f"Categories over iterations (0 → {LONG_RUN - 1};" in report_text(long_run)

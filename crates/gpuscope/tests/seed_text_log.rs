@@ -49,7 +49,10 @@ fn seed_log_matches_the_reference_figures() {
             "{which}"
         );
         assert!(
-            close(record.categories_bytes.parameters, &want["parameters_mb"]),
+            close(
+                record.categories_bytes.parameters.unwrap(),
+                &want["parameters_mb"]
+            ),
             "{which}"
         );
         // The seed prints fragmentation to one decimal.

@@ -113,7 +113,7 @@ mod tests {
         MemoryRecord {
             device: "cuda:0".into(),
             categories_bytes: Categories {
-                parameters: 100,
+                parameters: Some(100),
                 activations: Some(activations),
                 ..Categories::default()
             },

@@ -127,7 +127,7 @@ mod tests {
         MemoryRecord {
             device: "cpu".into(),
             categories_bytes: Categories {
-                parameters,
+                parameters: Some(parameters),
                 activations: Some(activations),
                 ..Categories::default()
             },

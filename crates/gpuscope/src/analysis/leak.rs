@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::trend::theil_sen;
-use crate::model::memory::{mb_signed, MemoryRecord};
+use crate::model::memory::{mb_signed, Categories, MemoryRecord};
 
 /// Fewest records in the window for a verdict.
 pub const MIN_RECORDS: usize = 6;
@@ -163,17 +163,8 @@ fn series_trend(points: &[(f64, f64)]) -> Option<SeriesTrend> {
     })
 }
 
-const CATEGORIES: [&str; 6] = [
-    "parameters",
-    "gradients",
-    "optimizer_state",
-    "buffers",
-    "activations",
-    "other",
-];
-
 fn verdict(trends: &BTreeMap<String, SeriesTrend>) -> LeakVerdict {
-    let grower = CATEGORIES
+    let grower = Categories::NAMES
         .iter()
         .filter_map(|c| trends.get(*c).map(|t| (*c, t)))
         .filter(|(_, t)| t.sustained)

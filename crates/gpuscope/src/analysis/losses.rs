@@ -67,23 +67,37 @@ pub fn analyze(records: &[MemoryRecord]) -> LossAnalysis {
     }
 }
 
+/// The names of a record's loss components (every loss but `total`), in order.
+fn component_names(r: &MemoryRecord) -> impl Iterator<Item = &String> {
+    r.losses.keys().filter(|k| *k != "total")
+}
+
 fn components(r: &MemoryRecord) -> Vec<String> {
-    r.losses.keys().filter(|k| *k != "total").cloned().collect()
+    component_names(r).cloned().collect()
+}
+
+fn same_components(a: &MemoryRecord, b: &MemoryRecord) -> bool {
+    component_names(a).eq(component_names(b))
 }
 
 fn phases(records: &[MemoryRecord]) -> Vec<Phase> {
     let mut out: Vec<Phase> = Vec::new();
     let mut sums: BTreeMap<String, f64> = BTreeMap::new();
-    for r in records.iter().filter(|r| !r.losses.is_empty()) {
-        let names = components(r);
-        let same = out.last().is_some_and(|p| p.components == names);
+    // A total alone has no shares to tell.
+    for r in records
+        .iter()
+        .filter(|r| component_names(r).next().is_some())
+    {
+        let same = out
+            .last()
+            .is_some_and(|p| p.components.iter().eq(component_names(r)));
         if !same {
             close_phase(out.last_mut(), &mut sums);
             out.push(Phase {
                 from: r.iteration,
                 to: r.iteration,
                 records: 0,
-                components: names,
+                components: components(r),
                 shares_percent: BTreeMap::new(),
             });
         }
@@ -128,12 +142,11 @@ fn spikes(records: &[MemoryRecord]) -> Vec<Spike> {
     let mut out = Vec::new();
     for (i, &r) in with_total.iter().enumerate() {
         // Compare within the phase: a component switching on is a step, not a spike.
-        let names = components(r);
         let start = i.saturating_sub(SPIKE_WINDOW);
         let recent: Vec<&MemoryRecord> = with_total[start..i]
             .iter()
             .copied()
-            .filter(|p| components(p) == names)
+            .filter(|p| same_components(p, r))
             .collect();
         if recent.len() < SPIKE_MIN_HISTORY {
             continue;

@@ -27,8 +27,8 @@ pub struct Figures {
     pub dtypes_bytes: BTreeMap<String, u64>,
     /// Tensors above the large-tensor threshold.
     pub large_tensor_count: u64,
-    /// The large-tensor threshold.
-    pub large_threshold_bytes: u64,
+    /// The large-tensor threshold; `null` when the input does not say (TensorBoard tags).
+    pub large_threshold_bytes: Option<u64>,
 }
 
 impl Figures {
@@ -49,7 +49,8 @@ impl Figures {
                 .collect(),
             dtypes_bytes: record.dtypes_bytes.clone(),
             large_tensor_count: record.large_tensor_count,
-            large_threshold_bytes: record.large_threshold_bytes,
+            large_threshold_bytes: (record.large_threshold_bytes > 0)
+                .then_some(record.large_threshold_bytes),
         }
     }
 }

@@ -3,6 +3,8 @@
 //! memory figure keeps the highest value of its span (a peak is what runs out of memory,
 //! so it must not be averaged away), a loss keeps the mean of its finite values.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use crate::model::memory::MemoryRecord;
@@ -106,72 +108,105 @@ fn reduce(how: Reduce, values: impl Iterator<Item = f64>) -> Option<f64> {
     })
 }
 
-/// The series a record has, with their values.
-fn record_values(r: &MemoryRecord) -> Vec<(String, Unit, f64)> {
-    let mut out = Vec::new();
+/// Where a value goes: a fixed series, or the series of a loss component.
+#[derive(Clone, Copy)]
+enum Key<'a> {
+    Fixed(&'static str, Unit),
+    Loss(&'a str),
+}
+
+/// The series a record has, with their values, in a fixed order.
+fn record_values(r: &MemoryRecord, mut add: impl FnMut(Key, f64)) {
     if let Some(a) = &r.allocator {
-        out.push(("allocated".into(), Unit::Bytes, a.allocated_bytes as f64));
-        out.push(("reserved".into(), Unit::Bytes, a.reserved_bytes as f64));
-        out.push((
-            "fragmentation".into(),
-            Unit::Percent,
+        add(
+            Key::Fixed("allocated", Unit::Bytes),
+            a.allocated_bytes as f64,
+        );
+        add(Key::Fixed("reserved", Unit::Bytes), a.reserved_bytes as f64);
+        add(
+            Key::Fixed("fragmentation", Unit::Percent),
             a.fragmentation_percent(),
-        ));
+        );
     }
-    out.push(("census".into(), Unit::Bytes, r.census_bytes as f64));
+    add(Key::Fixed("census", Unit::Bytes), r.census_bytes as f64);
     if let Some(heap) = r.system.heap_bytes {
-        out.push(("heap".into(), Unit::Bytes, heap as f64));
+        add(Key::Fixed("heap", Unit::Bytes), heap as f64);
     }
-    out.push(("tensors".into(), Unit::Count, r.tensor_count as f64));
+    add(Key::Fixed("tensors", Unit::Count), r.tensor_count as f64);
     for (name, bytes) in r.categories_bytes.measured() {
-        out.push((format!("category/{name}"), Unit::Bytes, bytes as f64));
+        add(Key::Fixed(category_series(name), Unit::Bytes), bytes as f64);
     }
     for (name, value) in &r.losses {
-        out.push((format!("loss/{name}"), Unit::Loss, *value));
+        add(Key::Loss(name), *value);
     }
-    out
+}
+
+fn category_series(name: &str) -> &'static str {
+    match name {
+        "parameters" => "category/parameters",
+        "gradients" => "category/gradients",
+        "optimizer_state" => "category/optimizer_state",
+        "buffers" => "category/buffers",
+        "activations" => "category/activations",
+        _ => "category/other",
+    }
+}
+
+/// A series being built: its values so far and the current span's.
+struct Building {
+    series: TimelineSeries,
+    span: Vec<f64>,
 }
 
 /// The timeline of `records` (ordered by iteration) at `points` points or fewer.
 pub fn timeline(records: &[MemoryRecord], points: usize) -> Timeline {
     let per = records.len().div_ceil(points.max(1)).max(1);
-    let mut series: Vec<TimelineSeries> = Vec::new();
+    let mut building: Vec<Building> = Vec::new();
+    let mut fixed: HashMap<&'static str, usize> = HashMap::new();
+    let mut losses: HashMap<String, usize> = HashMap::new();
     let mut iterations = Vec::new();
-    for (i, span) in records.chunks(per).enumerate() {
+    for span in records.chunks(per) {
+        let point = iterations.len();
         iterations.push(span.last().map_or(0, |r| r.iteration));
-        let mut gathered: Vec<(String, Unit, Vec<f64>)> = Vec::new();
         for r in span {
-            for (name, unit, value) in record_values(r) {
-                match gathered.iter_mut().find(|(n, _, _)| *n == name) {
-                    Some((_, _, values)) => values.push(value),
-                    None => gathered.push((name, unit, vec![value])),
-                }
-            }
-        }
-        for (name, unit, values) in gathered {
-            let value = reduce(reduction(unit), values.into_iter());
-            let s = match series.iter_mut().position(|s| s.name == name) {
-                Some(at) => &mut series[at],
-                None => {
-                    series.push(TimelineSeries {
-                        name,
-                        unit,
-                        values: Vec::new(),
+            record_values(r, |key, value| {
+                let at = match key {
+                    Key::Fixed(name, _) => fixed.get(name).copied(),
+                    Key::Loss(name) => losses.get(name).copied(),
+                };
+                let at = at.unwrap_or_else(|| {
+                    let (name, unit) = match key {
+                        Key::Fixed(name, unit) => {
+                            fixed.insert(name, building.len());
+                            (name.to_owned(), unit)
+                        }
+                        Key::Loss(name) => {
+                            losses.insert(name.to_owned(), building.len());
+                            (format!("loss/{name}"), Unit::Loss)
+                        }
+                    };
+                    building.push(Building {
+                        series: TimelineSeries {
+                            name,
+                            unit,
+                            values: vec![None; point],
+                        },
+                        span: Vec::new(),
                     });
-                    series.last_mut().expect("just pushed")
-                }
-            };
-            s.values.resize(i, None);
-            s.values.push(value);
+                    building.len() - 1
+                });
+                building[at].span.push(value);
+            });
         }
-    }
-    for s in &mut series {
-        s.values.resize(iterations.len(), None);
+        for b in &mut building {
+            let value = reduce(reduction(b.series.unit), b.span.drain(..));
+            b.series.values.push(value);
+        }
     }
     Timeline {
         iterations,
         records_per_point: per,
-        series,
+        series: building.into_iter().map(|b| b.series).collect(),
     }
 }
 
@@ -184,7 +219,7 @@ mod tests {
         MemoryRecord {
             iteration,
             categories_bytes: Categories {
-                parameters: params,
+                parameters: Some(params),
                 ..Default::default()
             },
             losses: [("total".to_owned(), loss)].into(),

@@ -36,7 +36,8 @@ pub struct MemoryRecord {
     /// Their bytes in total.
     #[serde(default)]
     pub large_tensor_bytes: u64,
-    /// The large-tensor threshold in bytes.
+    /// The large-tensor threshold in bytes; 0 when unknown (records rebuilt from
+    /// TensorBoard tags, which do not carry it).
     pub large_threshold_bytes: u64,
     /// CUDA caching-allocator figures; `null` on CPU, where there is no such allocator.
     pub allocator: Option<AllocatorStats>,
@@ -51,42 +52,70 @@ pub struct MemoryRecord {
 
 /// Bytes per category. Parameters, gradients, optimizer state and buffers are counted
 /// exactly from the model and optimizer; activations and other are what remains of the
-/// allocator's (or on CPU, the heap's) figure, or what a heap scan found.
+/// allocator's (or on CPU, the heap's) figure, or what a heap scan found. `null` marks a
+/// category that was not measured: a log written by another tool may not have it (the
+/// seed's logs have no optimizer state), and a missing figure is not a zero.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Categories {
     /// `model.named_parameters()`, unique storages.
-    pub parameters: u64,
+    pub parameters: Option<u64>,
     /// `.grad` of the parameters.
-    pub gradients: u64,
+    pub gradients: Option<u64>,
     /// Tensors in `optimizer.state`.
-    pub optimizer_state: u64,
+    pub optimizer_state: Option<u64>,
     /// `model.named_buffers()`.
-    pub buffers: u64,
-    /// Intermediate tensors: the allocator's remainder; `null` when it cannot be measured.
+    pub buffers: Option<u64>,
+    /// Intermediate tensors: the allocator's remainder.
     pub activations: Option<u64>,
-    /// Tensors found outside model and optimizer by a heap scan; `null` without one.
+    /// Tensors found outside model and optimizer by a heap scan.
     pub other: Option<u64>,
 }
 
 impl Categories {
+    /// The category names, in the order they are listed.
+    pub const NAMES: [&'static str; 6] = [
+        "parameters",
+        "gradients",
+        "optimizer_state",
+        "buffers",
+        "activations",
+        "other",
+    ];
+
     /// (name, bytes) for every category that was measured, in a fixed order.
     pub fn measured(&self) -> Vec<(&'static str, u64)> {
-        [
-            ("parameters", Some(self.parameters)),
-            ("gradients", Some(self.gradients)),
-            ("optimizer_state", Some(self.optimizer_state)),
-            ("buffers", Some(self.buffers)),
-            ("activations", self.activations),
-            ("other", self.other),
-        ]
-        .into_iter()
-        .filter_map(|(name, bytes)| bytes.map(|b| (name, b)))
-        .collect()
+        Self::NAMES
+            .into_iter()
+            .zip([
+                self.parameters,
+                self.gradients,
+                self.optimizer_state,
+                self.buffers,
+                self.activations,
+                self.other,
+            ])
+            .filter_map(|(name, bytes)| bytes.map(|b| (name, b)))
+            .collect()
     }
 
     /// Sum of the measured categories.
     pub fn total(&self) -> u64 {
         self.measured().iter().map(|(_, b)| b).sum()
+    }
+
+    /// Sets the category called `name`; false when there is no such category.
+    pub fn set(&mut self, name: &str, bytes: u64) -> bool {
+        let slot = match name {
+            "parameters" => &mut self.parameters,
+            "gradients" => &mut self.gradients,
+            "optimizer_state" => &mut self.optimizer_state,
+            "buffers" => &mut self.buffers,
+            "activations" => &mut self.activations,
+            "other" => &mut self.other,
+            _ => return false,
+        };
+        *slot = Some(bytes);
+        true
     }
 }
 

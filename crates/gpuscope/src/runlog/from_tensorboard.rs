@@ -142,16 +142,8 @@ fn apply(g: &mut Gathered, field: &Field, value: f64) {
     let count = value.max(0.0).round() as u64;
     match field {
         Field::Category(name) => {
-            let c = &mut r.categories_bytes;
-            match name.as_str() {
-                "parameters" => c.parameters = bytes,
-                "gradients" => c.gradients = bytes,
-                "optimizer_state" => c.optimizer_state = bytes,
-                "buffers" => c.buffers = bytes,
-                "activations" => c.activations = Some(bytes),
-                "other" => c.other = Some(bytes),
-                _ => {}
-            }
+            // Categories of other tools' own invention have no place in the record.
+            r.categories_bytes.set(name, bytes);
         }
         Field::Dtype(name) => {
             r.dtypes_bytes.insert(name.clone(), bytes);

@@ -49,7 +49,9 @@ pub fn load_run(path: &Path) -> Result<Vec<RankRecords>> {
         Source::TensorBoard(dir) => read_tensorboard(&dir)?,
     };
     for r in &mut ranks {
-        r.records.sort_by_key(|rec| rec.iteration);
+        if !r.records.is_sorted_by_key(|rec| rec.iteration) {
+            r.records.sort_by_key(|rec| rec.iteration);
+        }
     }
     ranks.sort_by_key(|r| r.rank);
     if ranks.iter().all(|r| r.records.is_empty()) {
@@ -69,23 +71,20 @@ fn read_files(files: Vec<PathBuf>) -> Result<Vec<RankRecords>> {
     for file in files {
         let rank = rank_of(&file);
         let read = read_file(&file)?;
-        let entry = match ranks.iter_mut().find(|r| r.rank == rank) {
-            Some(entry) => entry,
-            None => {
-                ranks.push(RankRecords {
-                    rank,
-                    files: Vec::new(),
-                    records: Vec::new(),
-                    skipped: Vec::new(),
-                });
-                ranks.last_mut().expect("just pushed")
+        let skipped = read.skipped.into_iter().map(|s| (file.clone(), s));
+        match ranks.iter_mut().find(|r| r.rank == rank) {
+            Some(entry) => {
+                entry.files.push(file.clone());
+                entry.records.extend(read.records);
+                entry.skipped.extend(skipped);
             }
-        };
-        entry.files.push(file.clone());
-        entry.records.extend(read.records);
-        entry
-            .skipped
-            .extend(read.skipped.into_iter().map(|s| (file.clone(), s)));
+            None => ranks.push(RankRecords {
+                rank,
+                files: vec![file.clone()],
+                skipped: skipped.collect(),
+                records: read.records,
+            }),
+        }
     }
     Ok(ranks)
 }
@@ -166,11 +165,11 @@ fn is_record_file(name: &str) -> bool {
 }
 
 fn read_file(file: &Path) -> Result<ReadRecords> {
-    let reader = BufReader::new(File::open(file).map_err(|e| Error::io(file, e))?);
+    let opened = File::open(file).map_err(|e| Error::io(file, e))?;
     let read = if file_name(file).ends_with(".log") {
-        read_text_log(reader)
+        read_text_log(BufReader::new(opened))
     } else {
-        read_jsonl(reader)
+        read_jsonl(opened)
     };
     read.map_err(|e| Error::io(file, e))
 }

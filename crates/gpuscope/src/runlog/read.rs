@@ -3,7 +3,9 @@
 //! profiler. Bad lines are skipped and listed with their line numbers, never fatal: the
 //! caller decides whether what is left is enough.
 
-use std::io::BufRead;
+use std::io::{BufRead, Read};
+
+use rayon::prelude::*;
 
 use chrono::TimeZone;
 
@@ -29,32 +31,108 @@ impl Skipped {
 }
 
 /// Records read from one file, and what was skipped.
+///
+/// Only the records with the lowest and the highest iteration keep their per-module,
+/// per-dtype and large-tensor detail: the analyses read those at the ends of a run only,
+/// and dropping them from the records between keeps a run of a million records in memory.
 #[derive(Debug, Clone, Default)]
 pub struct ReadRecords {
     /// The records, in file order.
     pub records: Vec<MemoryRecord>,
     /// Lines that were not used.
     pub skipped: Vec<Skipped>,
+    /// Indices in `records` of the lowest and the highest iteration so far.
+    ends: Option<(usize, usize)>,
 }
 
-/// Reads JSONL memory records. A malformed line (a junk line, a record cut short by a
-/// crash) is skipped and listed.
-pub fn read_jsonl(input: impl BufRead) -> std::io::Result<ReadRecords> {
-    let mut out = ReadRecords::default();
-    for (i, line) in input.lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
+impl ReadRecords {
+    /// Adds a record, dropping the detail of the one it replaces as an end.
+    fn push(&mut self, record: MemoryRecord) {
+        let at = self.records.len();
+        let iteration = record.iteration;
+        self.records.push(record);
+        let Some((low, high)) = self.ends else {
+            self.ends = Some((at, at));
+            return;
+        };
+        let mut ends = (low, high);
+        if iteration < self.records[low].iteration {
+            ends.0 = at;
         }
-        match serde_json::from_str::<MemoryRecord>(&line) {
-            Ok(record) => out.records.push(record),
-            Err(e) => out.skipped.push(Skipped {
-                line: i + 1,
-                reason: format!("not a memory record: {e}"),
-            }),
+        if iteration >= self.records[high].iteration {
+            ends.1 = at;
+        }
+        for old in [low, high, at] {
+            if old != ends.0 && old != ends.1 {
+                thin(&mut self.records[old]);
+            }
+        }
+        self.ends = Some(ends);
+    }
+}
+
+fn thin(r: &mut MemoryRecord) {
+    r.modules_bytes = Default::default();
+    r.dtypes_bytes = Default::default();
+    r.large_tensors = Vec::new();
+}
+
+/// Bytes of JSONL parsed per batch: large enough to split across threads, small enough
+/// not to hold much of a file at once.
+const BATCH_BYTES: usize = 8 << 20;
+
+/// Reads JSONL memory records. A malformed line (a junk line, a record cut short by a
+/// crash) is skipped and listed. Lines are parsed in parallel, in batches.
+pub fn read_jsonl(mut input: impl Read) -> std::io::Result<ReadRecords> {
+    let mut out = ReadRecords::default();
+    let mut buf: Vec<u8> = Vec::with_capacity(BATCH_BYTES * 2);
+    let mut lines_before = 0;
+    loop {
+        let n = (&mut input)
+            .take(BATCH_BYTES as u64)
+            .read_to_end(&mut buf)?;
+        let eof = n == 0;
+        let end = if eof {
+            buf.len()
+        } else {
+            match buf.iter().rposition(|b| *b == b'\n') {
+                Some(newline) => newline + 1,
+                None => continue, // a line longer than a batch: read on
+            }
+        };
+        let lines: Vec<&[u8]> = buf[..end].split(|b| *b == b'\n').collect();
+        let parsed: Vec<Option<Result<MemoryRecord, String>>> = lines
+            .par_iter()
+            .map(|line| {
+                let line = line.trim_ascii();
+                (!line.is_empty()).then(|| {
+                    serde_json::from_slice::<MemoryRecord>(line)
+                        .map_err(|e| format!("not a memory record: {e}"))
+                })
+            })
+            .collect();
+        // A batch ending in a newline splits into one empty piece after it.
+        let counted = if buf[..end].ends_with(b"\n") {
+            lines.len() - 1
+        } else {
+            lines.len()
+        };
+        for (i, result) in parsed.into_iter().enumerate() {
+            match result {
+                Some(Ok(record)) => out.push(record),
+                Some(Err(reason)) => out.skipped.push(Skipped {
+                    line: lines_before + i + 1,
+                    reason,
+                }),
+                None => {}
+            }
+        }
+        lines_before += counted;
+        buf.drain(..end);
+        if eof {
+            return Ok(out);
         }
     }
-    Ok(out)
 }
 
 /// Reads the seed's text log: blocks opened by `Iteration <n> | <time>` between rules of
@@ -102,7 +180,7 @@ pub fn read_text_log(input: impl BufRead) -> std::io::Result<ReadRecords> {
 
 fn finish(start: usize, block: Block, out: &mut ReadRecords) {
     match block.into_record() {
-        Some(r) => out.records.push(r),
+        Some(r) => out.push(r),
         None => out.skipped.push(Skipped {
             line: start,
             reason: "block without an Allocated line (cut short?)".into(),
@@ -237,16 +315,11 @@ fn named_mb(line: &str) -> Option<(String, u64)> {
 }
 
 fn set_category(c: &mut Categories, name: &str, bytes: u64) -> Result<(), String> {
-    match name {
-        "parameters" => c.parameters = bytes,
-        "gradients" => c.gradients = bytes,
-        "optimizer_state" => c.optimizer_state = bytes,
-        "buffers" => c.buffers = bytes,
-        "activations" => c.activations = Some(bytes),
-        "other" => c.other = Some(bytes),
-        _ => return Err(format!("unknown category {name:?}")),
+    if c.set(name, bytes) {
+        Ok(())
+    } else {
+        Err(format!("unknown category {name:?}"))
     }
-    Ok(())
 }
 
 /// `    257.49 MB | shape=(1500000, 15, 3) | dtype=float32`.
@@ -295,10 +368,10 @@ mod tests {
             rank: 0,
             device: "cuda".into(),
             categories_bytes: Categories {
-                parameters: 10 * mib,
-                gradients: 5 * mib,
-                optimizer_state: 20 * mib,
-                buffers: 0,
+                parameters: Some(10 * mib),
+                gradients: Some(5 * mib),
+                optimizer_state: Some(20 * mib),
+                buffers: Some(0),
                 activations: Some(3 * mib),
                 other: None,
             },
@@ -328,7 +401,7 @@ mod tests {
         assert_eq!(read.skipped.len(), 1, "{:?}", read.skipped);
         let first = &read.records[0];
         assert_eq!(first.iteration, 7);
-        assert_eq!(first.categories_bytes.optimizer_state, 20 * mib);
+        assert_eq!(first.categories_bytes.optimizer_state, Some(20 * mib));
         assert_eq!(first.categories_bytes.activations, Some(3 * mib));
         assert_eq!(first.allocator.as_ref().unwrap().reserved_bytes, 50 * mib);
         assert_eq!(read.records[1].device, "cpu");

@@ -82,12 +82,15 @@ fn run_section(page: &mut String, run: &RunReport) {
             let _ = write!(page, "<tr><td>{name}</td><td>{a}</td><td>{b}</td></tr>");
         }
     }
+    let threshold = s
+        .end
+        .large_threshold_bytes
+        .map(|b| format!(" (&gt;{:.0} MB)", mb(b)))
+        .unwrap_or_default();
     let _ = write!(
         page,
-        "</table><p>{} records · {} large tensors (&gt;{:.0} MB) at the end</p>",
-        s.records,
-        s.end.large_tensor_count,
-        mb(s.end.large_threshold_bytes)
+        "</table><p>{} records · {} large tensors{threshold} at the end</p>",
+        s.records, s.end.large_tensor_count,
     );
     let (class, verdict) = if run.leak.leak.suspected {
         ("leak", "Leak suspected")
@@ -146,16 +149,10 @@ fn run_section(page: &mut String, run: &RunReport) {
 
 fn charts(page: &mut String, run: &RunReport) {
     let t = &run.timeline;
-    let category_names: Vec<&str> = names_with_prefix(t, "category/");
-    let categories: Vec<Line> = category_names
-        .iter()
-        .filter_map(|name| {
-            let s = t.get(&format!("category/{name}"))?;
-            Some(Line {
-                name,
-                values: &s.values,
-            })
-        })
+    // A category that holds nothing adds no area to the stack, only a legend entry.
+    let categories: Vec<Line> = prefixed_lines(t, "category/")
+        .into_iter()
+        .filter(|l| l.values.iter().flatten().any(|v| *v > 0.0))
         .collect();
     titled_chart(
         page,
@@ -195,17 +192,7 @@ fn charts(page: &mut String, run: &RunReport) {
         Unit::Count,
         Vec::new(),
     );
-    let loss_names = names_with_prefix(t, "loss/");
-    let losses: Vec<Line> = loss_names
-        .iter()
-        .filter_map(|name| {
-            let s = t.get(&format!("loss/{name}"))?;
-            Some(Line {
-                name,
-                values: &s.values,
-            })
-        })
-        .collect();
+    let losses = prefixed_lines(t, "loss/");
     let markers = run
         .losses
         .phases
@@ -234,10 +221,24 @@ fn charts(page: &mut String, run: &RunReport) {
     );
 }
 
-fn names_with_prefix<'a>(t: &'a Timeline, prefix: &str) -> Vec<&'a str> {
+/// Lines that sum or repeat others (a loss total, the census that equals allocated when
+/// every tensor is counted) are dashed, so the line under them stays visible.
+fn dashed(name: &str) -> bool {
+    matches!(name, "total" | "census")
+}
+
+/// The series whose names start with `prefix`, named without it.
+fn prefixed_lines<'a>(t: &'a Timeline, prefix: &str) -> Vec<Line<'a>> {
     t.series
         .iter()
-        .filter_map(|s| s.name.strip_prefix(prefix))
+        .filter_map(|s| {
+            let name = s.name.strip_prefix(prefix)?;
+            Some(Line {
+                name,
+                dashed: dashed(name),
+                values: &s.values,
+            })
+        })
         .collect()
 }
 
@@ -247,6 +248,7 @@ fn lines<'a>(t: &'a Timeline, names: &[&'a str]) -> Vec<Line<'a>> {
         .filter_map(|name| {
             Some(Line {
                 name,
+                dashed: dashed(name),
                 values: &t.get(name)?.values,
             })
         })

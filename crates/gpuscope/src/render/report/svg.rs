@@ -8,13 +8,15 @@ use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 
 use crate::analysis::timeline::Unit;
 
-const WIDTH: f64 = 760.0;
-const HEIGHT: f64 = 280.0;
+const WIDTH: f64 = 940.0;
+const PLOT_HEIGHT: f64 = 230.0;
 const LEFT: f64 = 76.0;
-const RIGHT: f64 = WIDTH - 190.0;
+const RIGHT: f64 = WIDTH - 230.0;
 const TOP: f64 = 16.0;
-const BOTTOM: f64 = HEIGHT - 34.0;
 const TICKS: usize = 5;
+const LEGEND_ROW: f64 = 18.0;
+/// Longest legend name shown whole; longer ones are cut, with the full name on hover.
+const LEGEND_CHARS: usize = 28;
 
 /// Colours of the series, in order (Tableau 10, readable on white and for most colour
 /// vision).
@@ -27,6 +29,8 @@ const PALETTE: [&str; 10] = [
 pub struct Line<'a> {
     /// Its name, shown in the legend.
     pub name: &'a str,
+    /// Drawn dashed: a total over the others, or a line that often lies on another.
+    pub dashed: bool,
     /// One value per x; `None` leaves a gap.
     pub values: &'a [Option<f64>],
 }
@@ -70,18 +74,22 @@ pub fn chart(c: &Chart, out: &mut String) {
         _ => (0.0, 1.0),
     };
     let (y0, y1) = y_range(&columns, c.unit);
+    // The legend may need more room than the plot.
+    let legend_height = TOP + 6.0 + c.lines.len() as f64 * LEGEND_ROW;
+    let height = (TOP + PLOT_HEIGHT + 34.0).max(legend_height);
+    let bottom = height - 34.0;
     let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * (RIGHT - LEFT);
-    let py = |y: f64| BOTTOM - (y - y0) / (y1 - y0) * (BOTTOM - TOP);
+    let py = |y: f64| bottom - (y - y0) / (y1 - y0) * (bottom - TOP);
     let _ = write!(
         out,
-        r##"<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img"><title>{}</title>"##,
+        r##"<svg class="chart" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img"><title>{}</title>"##,
         text(c.title)
     );
     let _ = write!(
         out,
         r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="#fafafc" stroke="#ccc"/>"##,
         RIGHT - LEFT,
-        BOTTOM - TOP
+        bottom - TOP
     );
     for (value, label) in ticks(y0, y1, c.unit) {
         let y = py(value);
@@ -97,14 +105,14 @@ pub fn chart(c: &Chart, out: &mut String) {
         let _ = write!(
             out,
             r##"<text x="{x:.1}" y="{}" text-anchor="middle" class="tick">{value:.0}</text>"##,
-            BOTTOM + 16.0
+            bottom + 16.0
         );
     }
     let _ = write!(
         out,
         r##"<text x="{}" y="{}" text-anchor="middle" class="axis">iteration</text>"##,
         (LEFT + RIGHT) / 2.0,
-        HEIGHT - 2.0
+        height - 2.0
     );
     for (i, line) in c.lines.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
@@ -127,24 +135,39 @@ pub fn chart(c: &Chart, out: &mut String) {
         } else {
             line_path(&points)
         };
+        let dash = if line.dashed {
+            r#" stroke-dasharray="6 3""#
+        } else {
+            ""
+        };
         let style = if c.stacked {
             format!(r#"fill="{colour}" fill-opacity="0.8" stroke="{colour}""#)
         } else {
-            format!(r#"fill="none" stroke="{colour}" stroke-width="1.6""#)
+            format!(r#"fill="none" stroke="{colour}" stroke-width="1.6"{dash}"#)
         };
         let _ = write!(
             out,
             r#"<path class="series" data-series="{}" {style} d="{d}"/>"#,
             attr(line.name)
         );
-        let ly = TOP + 6.0 + i as f64 * 18.0;
+        let ly = TOP + 6.0 + i as f64 * LEGEND_ROW;
+        let shown: String = if line.name.chars().count() > LEGEND_CHARS {
+            line.name
+                .chars()
+                .take(LEGEND_CHARS - 1)
+                .chain(['…'])
+                .collect()
+        } else {
+            line.name.to_owned()
+        };
         let _ = write!(
             out,
-            r#"<rect x="{}" y="{ly:.1}" width="12" height="12" fill="{colour}"/><text x="{}" y="{:.1}" class="legend">{}</text>"#,
+            r#"<rect x="{}" y="{ly:.1}" width="12" height="12" fill="{colour}"/><text x="{}" y="{:.1}" class="legend"><title>{}</title>{}</text>"#,
             RIGHT + 12.0,
             RIGHT + 30.0,
             ly + 10.0,
-            text(line.name)
+            text(line.name),
+            text(&shown)
         );
     }
     for m in &c.markers {
@@ -152,7 +175,7 @@ pub fn chart(c: &Chart, out: &mut String) {
         let colour = if m.alert { "#d62728" } else { "#777" };
         let _ = write!(
             out,
-            r#"<line class="marker" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{BOTTOM}" stroke="{colour}" stroke-dasharray="4 3"/><text x="{:.1}" y="{}" class="marker-label" fill="{colour}">{}</text>"#,
+            r#"<line class="marker" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{bottom}" stroke="{colour}" stroke-dasharray="4 3"/><text x="{:.1}" y="{}" class="marker-label" fill="{colour}">{}</text>"#,
             x + 3.0,
             TOP + 11.0,
             text(&m.label)
@@ -197,7 +220,9 @@ fn y_range(columns: &[Vec<Option<f64>>], unit: Unit) -> (f64, f64) {
         hi = lo + 1.0;
     }
     let pad = (hi - lo) * 0.05;
-    (if lo == 0.0 { 0.0 } else { lo - pad }, hi + pad)
+    // Padding must not take a non-negative series below zero.
+    let floor = if lo >= 0.0 { 0.0 } else { f64::NEG_INFINITY };
+    ((lo - pad).max(floor), hi + pad)
 }
 
 /// Round tick values between `lo` and `hi`, with their labels; bytes are ticked in round
@@ -218,6 +243,12 @@ fn ticks(lo: f64, hi: f64, unit: Unit) -> Vec<(f64, String)> {
         .map(|m| m * magnitude)
         .find(|s| *s >= raw)
         .unwrap_or(magnitude * 10.0);
+    // Counts come in whole numbers.
+    let step = if unit == Unit::Count {
+        step.max(1.0)
+    } else {
+        step
+    };
     let decimals = (0..6)
         .find(|d| {
             let scaled = step * 10f64.powi(*d);
@@ -227,7 +258,8 @@ fn ticks(lo: f64, hi: f64, unit: Unit) -> Vec<(f64, String)> {
     let mut v = (lo / step).ceil() * step;
     let mut out = Vec::new();
     while v <= hi + step * 1e-9 && out.len() <= TICKS * 2 {
-        out.push((v * divisor, format!("{v:.decimals$}{suffix}")));
+        let v_shown = if v.abs() < step * 1e-9 { 0.0 } else { v }; // never "-0.00"
+        out.push((v * divisor, format!("{v_shown:.decimals$}{suffix}")));
         v += step;
     }
     out
@@ -292,6 +324,7 @@ mod tests {
                 x: &[0, 1],
                 lines: vec![Line {
                     name: "\"><script>",
+                    dashed: false,
                     values: &[Some(1.0), Some(2.0)],
                 }],
                 stacked: false,

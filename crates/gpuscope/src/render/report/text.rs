@@ -78,12 +78,11 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
         writeln!(out)?;
         large(out, b)?;
         writeln!(out)?;
-        timeline::write(out, &run.timeline, width)?;
+        timeline::write(out, &run.timeline, s.iterations[0], width)?;
         writeln!(out)?;
-        trends(out, &run.leak)?;
+        trends(out, &run.leak, width)?;
         if let Some(e) = &run.oom_estimate {
-            writeln!(
-                out,
+            let line = format!(
                 "Out of memory: at {:+.1} MB per 1000 iterations, {} ({:.1} MB now) reaches \
                  the device's {:.1} MB near iteration {}",
                 mb_signed(e.slope_bytes_per_1k_iters),
@@ -91,24 +90,26 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
                 mb(e.current_bytes),
                 mb(e.device_total_bytes),
                 e.iteration
-            )?;
+            );
+            paragraph(out, &line, width)?;
         }
         if let Some(f) = &run.fragmentation {
             let split = f
                 .inactive_split_percent
                 .map(|p| format!("; inactive split blocks {p:.1}% of reserved"))
                 .unwrap_or_default();
-            writeln!(
-                out,
+            let line = format!(
                 "Fragmentation at end: {:.1}% — {} (seed guide: 10–30% normal, 30–40% \
                  moderate, >40% high){split}",
                 f.percent, f.level
-            )?;
+            );
+            paragraph(out, &line, width)?;
         }
         for a in &run.advice {
-            writeln!(out, "Advice ({} = {:.1}): {}", a.figure, a.value, a.advice)?;
+            let line = format!("Advice ({} = {:.1}): {}", a.figure, a.value, a.advice);
+            paragraph(out, &line, width)?;
         }
-        losses(out, &run.losses)?;
+        losses(out, &run.losses, width)?;
         for line in run.skipped.iter().take(5) {
             writeln!(out, "skipped: {line}")?;
         }
@@ -122,6 +123,15 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
     }
     if let Some(c) = &report.comparison {
         compared(out, c)?;
+    }
+    Ok(())
+}
+
+/// Writes `text` wrapped to `width` columns, continuation lines indented.
+fn paragraph(out: &mut dyn Write, text: &str, width: u16) -> io::Result<()> {
+    let options = textwrap::Options::new(width as usize).subsequent_indent("    ");
+    for line in textwrap::wrap(text, options) {
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }
@@ -209,15 +219,20 @@ fn shares(
 }
 
 fn large(out: &mut dyn Write, end: &Figures) -> io::Result<()> {
-    let threshold = (mb(end.large_threshold_bytes) * 1000.0).round() / 1000.0;
-    writeln!(
-        out,
-        "Large Tensors (>{threshold}MB): {}",
-        end.large_tensor_count
-    )
+    match end.large_threshold_bytes {
+        Some(bytes) => {
+            let threshold = (mb(bytes) * 1000.0).round() / 1000.0;
+            writeln!(
+                out,
+                "Large Tensors (>{threshold}MB): {}",
+                end.large_tensor_count
+            )
+        }
+        None => writeln!(out, "Large Tensors: {}", end.large_tensor_count),
+    }
 }
 
-fn trends(out: &mut dyn Write, analysis: &LeakAnalysis) -> io::Result<()> {
+fn trends(out: &mut dyn Write, analysis: &LeakAnalysis, width: u16) -> io::Result<()> {
     if let Some(start) = analysis.window_start {
         if !analysis.trends.is_empty() {
             writeln!(
@@ -240,10 +255,14 @@ fn trends(out: &mut dyn Write, analysis: &LeakAnalysis) -> io::Result<()> {
     } else {
         "none"
     };
-    writeln!(out, "Leak: {verdict} — {}", analysis.leak.reason)
+    paragraph(
+        out,
+        &format!("Leak: {verdict} — {}", analysis.leak.reason),
+        width,
+    )
 }
 
-fn losses(out: &mut dyn Write, analysis: &LossAnalysis) -> io::Result<()> {
+fn losses(out: &mut dyn Write, analysis: &LossAnalysis, width: u16) -> io::Result<()> {
     if analysis.phases.is_empty() {
         return Ok(());
     }
@@ -255,21 +274,22 @@ fn losses(out: &mut dyn Write, analysis: &LossAnalysis) -> io::Result<()> {
             .iter()
             .map(|(c, s)| format!("{c} {s:.0}%"))
             .collect();
-        writeln!(out, "  {:>8} – {:<8} {}", p.from, p.to, shares.join(", "))?;
+        let line = format!("  {:>8} – {:<8} {}", p.from, p.to, shares.join(", "));
+        paragraph(out, &line, width)?;
     }
     for s in &analysis.spikes {
         let memory = match s.allocated_change_bytes {
             Some(b) => format!("allocated {:+.1} MB", mb_signed(b as f64)),
             None => format!("census {:+.1} MB", mb_signed(s.census_change_bytes as f64)),
         };
-        writeln!(
-            out,
+        let line = format!(
             "Loss spike at {}: total {:.4} (recent median {:.4}), driven by {}; {memory}",
             s.iteration,
             s.total,
             s.recent_median,
             s.driven_by.as_deref().unwrap_or("?")
-        )?;
+        );
+        paragraph(out, &line, width)?;
     }
     Ok(())
 }

@@ -14,13 +14,16 @@ const RANGE: usize = 22;
 const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
 /// Writes the timeline of one run in `width` columns.
-pub fn write(out: &mut dyn Write, timeline: &Timeline, width: u16) -> io::Result<()> {
+pub fn write(out: &mut dyn Write, timeline: &Timeline, first: i64, width: u16) -> io::Result<()> {
     if timeline.iterations.len() < 2 {
         return Ok(());
     }
     let rows = timeline.resample(ROWS);
     let peak_note = if rows.records_per_point > 1 {
-        format!("; each row the peak of {} records", rows.records_per_point)
+        format!(
+            "; each row the peak of the {} records up to it",
+            rows.records_per_point
+        )
     } else {
         String::new()
     };
@@ -38,7 +41,7 @@ pub fn write(out: &mut dyn Write, timeline: &Timeline, width: u16) -> io::Result
     .collect();
     write!(out, "  {:>9}", "iteration")?;
     for (title, _) in &columns {
-        write!(out, " {title:>11}")?;
+        write!(out, " {title:>10}")?;
     }
     writeln!(out)?;
     for (i, iteration) in rows.iterations.iter().enumerate() {
@@ -50,7 +53,7 @@ pub fn write(out: &mut dyn Write, timeline: &Timeline, width: u16) -> io::Result
                 (Some(v), "tensors") => format!("{v:.0}"),
                 (Some(v), _) => format!("{:.1} MB", mb(v as u64)),
             };
-            write!(out, " {cell:>11}")?;
+            write!(out, " {cell:>10}")?;
         }
         writeln!(out)?;
     }
@@ -66,8 +69,7 @@ pub fn write(out: &mut dyn Write, timeline: &Timeline, width: u16) -> io::Result
     let columns = timeline.resample(bars);
     writeln!(
         out,
-        "Categories over iterations ({} → {}; MB, low–high of each line):",
-        timeline.iterations[0],
+        "Categories over iterations ({first} → {}; MB, low–high of each line):",
         timeline.iterations[timeline.iterations.len() - 1]
     )?;
     for s in categories {
