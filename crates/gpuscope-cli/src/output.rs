@@ -33,8 +33,9 @@ pub fn text_width() -> u16 {
 /// large, and only when stderr is a terminal.
 pub fn progress(label: &'static str) -> impl FnMut(u64, u64) {
     let mut bar: Option<indicatif::ProgressBar> = None;
+    let terminal = io::stderr().is_terminal();
     move |done, total| {
-        if total < PROGRESS_MIN_BYTES || !io::stderr().is_terminal() {
+        if total < PROGRESS_MIN_BYTES || !terminal {
             return;
         }
         let bar = bar.get_or_insert_with(|| {

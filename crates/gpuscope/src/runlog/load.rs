@@ -3,7 +3,7 @@
 //! JSONL file, a text log, or a TensorBoard event file or log directory.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::from_tensorboard::records_from_series;
@@ -35,7 +35,8 @@ enum Source {
 }
 
 /// Reads every rank's records under `path`. Fails when nothing usable is found.
-pub fn load_run(path: &Path) -> Result<Vec<RankRecords>> {
+/// `progress` is told the bytes read so far and the total, as reading goes.
+pub fn load_run(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<RankRecords>> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let source = if meta.is_dir() {
         run_source(path)?
@@ -45,8 +46,8 @@ pub fn load_run(path: &Path) -> Result<Vec<RankRecords>> {
         Source::Files(vec![path.to_path_buf()])
     };
     let mut ranks = match source {
-        Source::Files(files) => read_files(files)?,
-        Source::TensorBoard(dir) => read_tensorboard(&dir)?,
+        Source::Files(files) => read_files(files, progress)?,
+        Source::TensorBoard(dir) => read_tensorboard(&dir, progress)?,
     };
     for r in &mut ranks {
         if !r.records.is_sorted_by_key(|rec| rec.iteration) {
@@ -66,11 +67,23 @@ pub fn load_run(path: &Path) -> Result<Vec<RankRecords>> {
     Ok(ranks)
 }
 
-fn read_files(files: Vec<PathBuf>) -> Result<Vec<RankRecords>> {
+fn read_files(
+    files: Vec<PathBuf>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Vec<RankRecords>> {
+    let total = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum();
+    let mut bytes = Progress {
+        done: 0,
+        total,
+        report: progress,
+    };
     let mut ranks: Vec<RankRecords> = Vec::new();
     for file in files {
         let rank = rank_of(&file);
-        let read = read_file(&file)?;
+        let read = read_file(&file, &mut bytes)?;
         let skipped = read.skipped.into_iter().map(|s| (file.clone(), s));
         match ranks.iter_mut().find(|r| r.rank == rank) {
             Some(entry) => {
@@ -91,12 +104,12 @@ fn read_files(files: Vec<PathBuf>) -> Result<Vec<RankRecords>> {
 
 /// Each TensorBoard run is a rank: `rank<R>` by its name, else numbered in order. A
 /// damaged or truncated file keeps what came before the damage, and says so.
-fn read_tensorboard(dir: &Path) -> Result<Vec<RankRecords>> {
+fn read_tensorboard(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<RankRecords>> {
     let options = LoadOptions {
         keep_points: None,
         keep_going: true,
     };
-    let data = load_log_dir(dir, &options, &mut |_, _| {})?;
+    let data = load_log_dir(dir, &options, progress)?;
     let mut runs: Vec<&str> = data.files.iter().map(|f| f.run.as_str()).collect();
     runs.dedup();
     Ok(runs
@@ -164,14 +177,38 @@ fn is_record_file(name: &str) -> bool {
         || (name.starts_with("tensor_profile_") && name.ends_with(".log"))
 }
 
-fn read_file(file: &Path) -> Result<ReadRecords> {
-    let opened = File::open(file).map_err(|e| Error::io(file, e))?;
-    let read = if file_name(file).ends_with(".log") {
-        read_text_log(BufReader::new(opened))
+/// Bytes read so far of all the files, told to a progress callback.
+struct Progress<'a> {
+    done: u64,
+    total: u64,
+    report: &'a mut dyn FnMut(u64, u64),
+}
+
+/// A file that counts what is read of it into a [`Progress`].
+struct Counted<'a, 'b> {
+    file: File,
+    progress: &'a mut Progress<'b>,
+}
+
+impl Read for Counted<'_, '_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read(buf)?;
+        let p = &mut *self.progress;
+        p.done += n as u64;
+        (p.report)(p.done, p.total);
+        Ok(n)
+    }
+}
+
+fn read_file(path: &Path, progress: &mut Progress) -> Result<ReadRecords> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let counted = Counted { file, progress };
+    let read = if file_name(path).ends_with(".log") {
+        read_text_log(BufReader::new(counted))
     } else {
-        read_jsonl(opened)
+        read_jsonl(counted)
     };
-    read.map_err(|e| Error::io(file, e))
+    read.map_err(|e| Error::io(path, e))
 }
 
 /// The records of a run directory: JSONL when there is any, else the text logs, else its
