@@ -9,8 +9,10 @@ pub mod batch_writer;
 pub mod error;
 pub mod host;
 pub mod model;
+pub mod progress;
 pub mod render;
 pub mod runlog;
 pub mod tfevents;
+pub mod trace;
 
 pub use error::{Error, Result};

@@ -2,3 +2,4 @@
 
 pub mod memory;
 pub mod tensorboard;
+pub mod trace;

@@ -3,12 +3,13 @@
 //! JSONL file, a text log, or a TensorBoard event file or log directory.
 
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use super::from_tensorboard::records_from_series;
 use super::read::{read_jsonl, read_text_log, ReadRecords, Skipped};
 use crate::model::memory::MemoryRecord;
+use crate::progress::Progress;
 use crate::tfevents::load::{load_log_dir, LoadOptions};
 use crate::tfevents::reader::is_event_file_name;
 use crate::{Error, Result};
@@ -67,19 +68,12 @@ pub fn load_run(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<R
     Ok(ranks)
 }
 
-fn read_files(
-    files: Vec<PathBuf>,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<Vec<RankRecords>> {
+fn read_files(files: Vec<PathBuf>, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<RankRecords>> {
     let total = files
         .iter()
         .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
         .sum();
-    let mut bytes = Progress {
-        done: 0,
-        total,
-        report: progress,
-    };
+    let mut bytes = Progress::new(total, progress);
     let mut ranks: Vec<RankRecords> = Vec::new();
     for file in files {
         let rank = rank_of(&file);
@@ -177,32 +171,9 @@ fn is_record_file(name: &str) -> bool {
         || (name.starts_with("tensor_profile_") && name.ends_with(".log"))
 }
 
-/// Bytes read so far of all the files, told to a progress callback.
-struct Progress<'a> {
-    done: u64,
-    total: u64,
-    report: &'a mut dyn FnMut(u64, u64),
-}
-
-/// A file that counts what is read of it into a [`Progress`].
-struct Counted<'a, 'b> {
-    file: File,
-    progress: &'a mut Progress<'b>,
-}
-
-impl Read for Counted<'_, '_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.file.read(buf)?;
-        let p = &mut *self.progress;
-        p.done += n as u64;
-        (p.report)(p.done, p.total);
-        Ok(n)
-    }
-}
-
 fn read_file(path: &Path, progress: &mut Progress) -> Result<ReadRecords> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let counted = Counted { file, progress };
+    let counted = progress.reader(file);
     let read = if file_name(path).ends_with(".log") {
         read_text_log(BufReader::new(counted))
     } else {

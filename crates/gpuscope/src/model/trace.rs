@@ -1,0 +1,211 @@
+//! A PyTorch profiler (Kineto) trace held compactly: one row per duration or memory event
+//! in parallel columns, names interned. A trace of a million events costs tens of bytes
+//! per event, not the kilobyte a parsed JSON object would.
+
+use std::collections::HashMap;
+
+/// What an event is. The trace's categories spell these two ways (`kernel` today,
+/// `Kernel` in the 2021 schema); both map here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// A CPU operator (`cpu_op`, `Operator`).
+    CpuOp,
+    /// A CUDA runtime call (`cuda_runtime`, `Runtime`): launches, copies, syncs.
+    Runtime,
+    /// A CUDA driver call (`cuda_driver`).
+    Driver,
+    /// A GPU kernel (`kernel`, `Kernel`).
+    Kernel,
+    /// A GPU memory copy (`gpu_memcpy`, `Memcpy`).
+    Memcpy,
+    /// A GPU memset (`gpu_memset`, `Memset`).
+    Memset,
+    /// A `record_function` range on the CPU (`user_annotation`), including `ProfilerStep#N`.
+    UserAnnotation,
+    /// The same range as seen on a GPU stream (`gpu_user_annotation`).
+    GpuUserAnnotation,
+    /// A Python function (`python_function`).
+    PythonFunction,
+    /// A CUDA synchronisation (`cuda_sync`).
+    Sync,
+    /// An allocation or free of the caching allocator (`[memory]` instant events).
+    Memory,
+    /// Anything else with a duration.
+    Other,
+}
+
+impl Kind {
+    /// The kind of a `ph: X` event's category.
+    pub fn of_category(category: &str) -> Kind {
+        match category {
+            "cpu_op" | "Operator" => Kind::CpuOp,
+            "cuda_runtime" | "Runtime" => Kind::Runtime,
+            "cuda_driver" => Kind::Driver,
+            "kernel" | "Kernel" => Kind::Kernel,
+            "gpu_memcpy" | "Memcpy" => Kind::Memcpy,
+            "gpu_memset" | "Memset" => Kind::Memset,
+            "user_annotation" => Kind::UserAnnotation,
+            "gpu_user_annotation" => Kind::GpuUserAnnotation,
+            "python_function" => Kind::PythonFunction,
+            "cuda_sync" => Kind::Sync,
+            _ => Kind::Other,
+        }
+    }
+
+    /// True for work that runs on a GPU stream: kernels, copies and memsets.
+    pub fn is_gpu(self) -> bool {
+        matches!(self, Kind::Kernel | Kind::Memcpy | Kind::Memset)
+    }
+}
+
+/// Interned strings: each distinct name stored once, events refer to it by index.
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    strings: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Names {
+    /// The id of `name`, adding it when new.
+    pub fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.index.get(name) {
+            return id;
+        }
+        let id = self.strings.len() as u32;
+        self.strings.push(name.to_owned());
+        self.index.insert(name.to_owned(), id);
+        id
+    }
+
+    /// The string of `id`.
+    pub fn get(&self, id: u32) -> &str {
+        &self.strings[id as usize]
+    }
+
+    /// The id of `name`, if it occurs.
+    pub fn find(&self, name: &str) -> Option<u32> {
+        self.index.get(name).copied()
+    }
+
+    /// How many distinct strings there are.
+    pub fn len(&self) -> usize {
+        self.strings.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.strings.is_empty()
+    }
+}
+
+/// No value: a column entry for an event that has no such field.
+pub const NONE: i64 = i64::MIN;
+
+/// The events, one row each, in parallel columns. Times are in nanoseconds on the trace's
+/// own clock (Kineto writes microseconds, fractional on newer versions).
+#[derive(Debug, Clone, Default)]
+pub struct Events {
+    /// What each event is.
+    pub kind: Vec<Kind>,
+    /// Its name.
+    pub name: Vec<u32>,
+    /// Start, ns.
+    pub ts: Vec<i64>,
+    /// Duration, ns (0 for instant events).
+    pub dur: Vec<i64>,
+    /// Process id (or [`NONE`] when not a number).
+    pub pid: Vec<i64>,
+    /// Thread id, or the CUDA stream for GPU work (or [`NONE`]).
+    pub tid: Vec<i64>,
+    /// `args.stream` of GPU work, or [`NONE`].
+    pub stream: Vec<i64>,
+    /// `args.correlation`: links a runtime call to the GPU work it launched, or [`NONE`].
+    pub correlation: Vec<i64>,
+    /// `args.External id`: links GPU work and runtime calls to their CPU operator.
+    pub external_id: Vec<i64>,
+    /// `args.bytes` of copies and memsets, `args.Bytes` of memory events, or [`NONE`].
+    pub bytes: Vec<i64>,
+    /// `args.device` of GPU work, `args.Device Id` of memory events, or [`NONE`].
+    pub device: Vec<i64>,
+}
+
+impl Events {
+    /// The number of events.
+    pub fn len(&self) -> usize {
+        self.kind.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_empty()
+    }
+
+    /// End of event `i`, ns.
+    pub fn end(&self, i: usize) -> i64 {
+        self.ts[i] + self.dur[i]
+    }
+}
+
+/// One event, as the reader hands it to [`Events::push`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Event {
+    /// What it is.
+    pub kind: Kind,
+    /// Its interned name.
+    pub name: u32,
+    /// Start, ns.
+    pub ts: i64,
+    /// Duration, ns.
+    pub dur: i64,
+    /// Process id or [`NONE`].
+    pub pid: i64,
+    /// Thread id or [`NONE`].
+    pub tid: i64,
+    /// Stream or [`NONE`].
+    pub stream: i64,
+    /// Correlation id or [`NONE`].
+    pub correlation: i64,
+    /// External id or [`NONE`].
+    pub external_id: i64,
+    /// Bytes or [`NONE`].
+    pub bytes: i64,
+    /// Device or [`NONE`].
+    pub device: i64,
+}
+
+impl Events {
+    /// Appends `e`.
+    pub fn push(&mut self, e: Event) {
+        self.kind.push(e.kind);
+        self.name.push(e.name);
+        self.ts.push(e.ts);
+        self.dur.push(e.dur);
+        self.pid.push(e.pid);
+        self.tid.push(e.tid);
+        self.stream.push(e.stream);
+        self.correlation.push(e.correlation);
+        self.external_id.push(e.external_id);
+        self.bytes.push(e.bytes);
+        self.device.push(e.device);
+    }
+}
+
+/// A trace: its events and what the reader noticed.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// The rank (`distributedInfo.rank`, else from the file name, else 0).
+    pub rank: u32,
+    /// Interned names.
+    pub names: Names,
+    /// The events, in file order.
+    pub events: Events,
+    /// Events that were not kept, with why and how many (`negative duration`, ...).
+    pub dropped: Vec<(String, u64)>,
+}
+
+impl Trace {
+    /// True when the trace has work on a GPU.
+    pub fn has_gpu_work(&self) -> bool {
+        self.events.kind.iter().any(|k| k.is_gpu())
+    }
+}

@@ -1,0 +1,102 @@
+//! The streaming trace reader against a whole-document parse (serde_json's DOM) of every
+//! real trace in `shared/data/traces`: the same events of each kind, the same rank.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use gpuscope::model::trace::Kind;
+use gpuscope::trace::read_trace;
+
+const TRACES: [&str; 13] = [
+    "alexnet_single_gpu.json.gz",
+    "amd_mi250_rocm.json.gz",
+    "cpu_only_rank34.json.gz",
+    "cupti_profiler_counters.json.gz",
+    "event_sync_multi_stream.json.gz",
+    "rank0_nccl_data.json.gz",
+    "rank0_nccl_negative_queue.json.gz",
+    "resnet50_v100_memory_workers0.json.gz",
+    "resnet50_v100_memory_workers4.json.gz",
+    "sampled_rank0.json.gz",
+    "sampled_rank1.json.gz",
+    "triton_example.json.gz",
+    "v100_rank0_ns_resolution.json.gz",
+];
+
+fn dom(name: &str) -> serde_json::Value {
+    let file = std::fs::File::open(common::shared_data(&format!("traces/{name}"))).unwrap();
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(file)
+        .read_to_string(&mut text)
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Events per kind as the DOM has them: complete events by category, `[memory]` instants.
+fn dom_counts(doc: &serde_json::Value) -> BTreeMap<Kind, usize> {
+    let mut counts = BTreeMap::new();
+    for e in doc["traceEvents"].as_array().unwrap() {
+        let kind = match e["ph"].as_str() {
+            Some("X") => Kind::of_category(e["cat"].as_str().unwrap_or("")),
+            Some("i") if e["name"] == "[memory]" => Kind::Memory,
+            _ => continue,
+        };
+        *counts.entry(kind).or_default() += 1;
+    }
+    counts
+}
+
+#[test]
+fn every_shared_trace_reads_like_its_whole_document() {
+    for name in TRACES {
+        let trace = read_trace(
+            &common::shared_data(&format!("traces/{name}")),
+            &mut |_, _| {},
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let doc = dom(name);
+        let mut counts = BTreeMap::new();
+        for k in &trace.events.kind {
+            *counts.entry(*k).or_default() += 1;
+        }
+        assert_eq!(counts, dom_counts(&doc), "{name}");
+        assert!(trace.dropped.is_empty(), "{name}: {:?}", trace.dropped);
+        let rank = doc["distributedInfo"]["rank"].as_u64().unwrap_or(0) as u32;
+        assert_eq!(trace.rank, rank, "{name}");
+    }
+}
+
+#[test]
+fn kernel_times_are_nanoseconds_of_the_microsecond_fields() {
+    let name = "v100_rank0_ns_resolution.json.gz";
+    let trace = read_trace(
+        &common::shared_data(&format!("traces/{name}")),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let doc = dom(name);
+    let first = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["cat"] == "kernel")
+        .unwrap();
+    let i = trace
+        .events
+        .kind
+        .iter()
+        .position(|k| *k == Kind::Kernel)
+        .unwrap();
+    let want_dur = (first["dur"].as_f64().unwrap() * 1000.0).round() as i64;
+    assert_eq!(trace.events.dur[i], want_dur);
+    assert_eq!(
+        trace.events.stream[i],
+        first["args"]["stream"].as_i64().unwrap()
+    );
+    assert_eq!(
+        trace.names.get(trace.events.name[i]),
+        first["name"].as_str().unwrap()
+    );
+}
