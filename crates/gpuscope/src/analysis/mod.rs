@@ -9,4 +9,5 @@ pub mod report;
 pub mod spread;
 pub mod summary;
 pub mod timeline;
+pub mod trace;
 pub mod trend;

@@ -299,9 +299,12 @@ impl Number {
     }
 }
 
-/// Microseconds (Kineto's unit, fractional on newer versions) to nanoseconds.
+/// Microseconds (Kineto's unit, fractional on newer versions) to nanoseconds. The whole
+/// microseconds are scaled as an integer: `us * 1000.0` in floating point would blur a
+/// timestamp of 1.7e15 µs by hundreds of ns.
 fn ns(us: f64) -> i64 {
-    (us * 1000.0).round() as i64
+    let whole = us.trunc();
+    whole as i64 * 1000 + ((us - whole) * 1000.0).round() as i64
 }
 
 fn add(trace: &mut Trace, seen: &mut Seen, raw: RawEvent) {

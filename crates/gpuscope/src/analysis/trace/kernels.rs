@@ -1,0 +1,153 @@
+//! GPU work by kind: HTA's kernel-type breakdown (time only computation ran, only
+//! communication, both at once, ...) and the kernels that take the most time, with
+//! count, mean, min, max and standard deviation of their durations.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::intervals::{exclusive_regions, merge};
+use super::kernel_type::KernelType;
+use super::scope::Scope;
+use crate::model::trace::Trace;
+
+/// Types in HTA's order: their bits in the overlap masks follow it.
+const TYPES: [KernelType; 3] = [
+    KernelType::Computation,
+    KernelType::Communication,
+    KernelType::Memory,
+];
+
+/// Time in which exactly one set of kernel types ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TypeTime {
+    /// `COMPUTATION`, `COMMUNICATION overlapping MEMORY`, ... (HTA's labels).
+    pub kernel_type: String,
+    /// Time, µs.
+    pub sum_us: f64,
+    /// Share of the time any of the types ran, percent.
+    pub percentage: f64,
+}
+
+/// The breakdown by kernel type, largest first. Synchronisation (`OTHER`) is left out, as
+/// in HTA.
+pub fn type_breakdown(trace: &Trace, scope: &Scope) -> Vec<TypeTime> {
+    let e = &trace.events;
+    let mut layers: Vec<Vec<(i64, i64)>> = vec![Vec::new(); TYPES.len()];
+    for &i in &scope.gpu {
+        let t = KernelType::of(trace.names.get(e.name[i]));
+        if let Some(layer) = TYPES.iter().position(|x| *x == t) {
+            layers[layer].push(scope.interval(trace, i));
+        }
+    }
+    let layers: Vec<_> = layers.into_iter().map(merge).collect();
+    let regions = exclusive_regions(&layers);
+    let total: i64 = regions.iter().map(|(_, t)| t).sum();
+    let mut out: Vec<TypeTime> = regions
+        .into_iter()
+        .map(|(mask, ns)| TypeTime {
+            kernel_type: TYPES
+                .iter()
+                .enumerate()
+                .filter(|(bit, _)| mask & (1 << bit) != 0)
+                .map(|(_, t)| t.label())
+                .collect::<Vec<_>>()
+                .join(" overlapping "),
+            sum_us: ns as f64 / 1000.0,
+            percentage: ns as f64 * 100.0 / total as f64,
+        })
+        .collect();
+    out.sort_by(|a, b| b.sum_us.total_cmp(&a.sum_us));
+    out
+}
+
+/// One kernel (by name) and the statistics of its durations.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelStats {
+    /// Its name.
+    pub name: String,
+    /// Its type.
+    pub kernel_type: KernelType,
+    /// How many times it ran.
+    pub count: u64,
+    /// Total time, µs.
+    pub sum_us: f64,
+    /// Mean, µs.
+    pub mean_us: f64,
+    /// Shortest, µs.
+    pub min_us: f64,
+    /// Longest, µs.
+    pub max_us: f64,
+    /// Sample standard deviation, µs (0 for one run).
+    pub stddev_us: f64,
+    /// Share of all GPU work's time, percent.
+    pub percentage: f64,
+}
+
+/// The `n` kernels (and copies, memsets) with the most time, largest first, then one
+/// `others` row for the rest when there is a rest.
+pub fn top_kernels(trace: &Trace, scope: &Scope, n: usize) -> Vec<KernelStats> {
+    let e = &trace.events;
+    let mut by_name: HashMap<u32, Vec<i64>> = HashMap::new();
+    for &i in &scope.gpu {
+        by_name
+            .entry(e.name[i])
+            .or_default()
+            .push(scope.duration(trace, i));
+    }
+    let total: i64 = by_name.values().flatten().sum();
+    let mut rows: Vec<(u32, Vec<i64>)> = by_name.into_iter().collect();
+    rows.sort_by(|a, b| {
+        let (sa, sb): (i64, i64) = (a.1.iter().sum(), b.1.iter().sum());
+        sb.cmp(&sa)
+            .then_with(|| trace.names.get(a.0).cmp(trace.names.get(b.0)))
+    });
+    let mut out: Vec<KernelStats> = rows
+        .iter()
+        .take(n)
+        .map(|(name, durations)| {
+            let name = trace.names.get(*name);
+            stats(name, KernelType::of(name), durations, total)
+        })
+        .collect();
+    let rest: Vec<i64> = rows
+        .iter()
+        .skip(n)
+        .flat_map(|(_, d)| d.iter().copied())
+        .collect();
+    if !rest.is_empty() {
+        out.push(stats("others", KernelType::Other, &rest, total));
+    }
+    out
+}
+
+fn stats(name: &str, kernel_type: KernelType, durations: &[i64], total: i64) -> KernelStats {
+    let n = durations.len() as f64;
+    let sum: i64 = durations.iter().sum();
+    let mean = sum as f64 / n;
+    let variance = if durations.len() > 1 {
+        durations
+            .iter()
+            .map(|d| (*d as f64 - mean).powi(2))
+            .sum::<f64>()
+            / (n - 1.0)
+    } else {
+        0.0
+    };
+    let us = |ns: f64| ns / 1000.0;
+    KernelStats {
+        name: name.to_owned(),
+        kernel_type,
+        count: durations.len() as u64,
+        sum_us: us(sum as f64),
+        mean_us: us(mean),
+        min_us: us(*durations.iter().min().unwrap_or(&0) as f64),
+        max_us: us(*durations.iter().max().unwrap_or(&0) as f64),
+        stddev_us: us(variance.sqrt()),
+        percentage: if total > 0 {
+            sum as f64 * 100.0 / total as f64
+        } else {
+            0.0
+        },
+    }
+}

@@ -1,0 +1,10 @@
+//! Analyses of PyTorch profiler traces, each a function over the compact trace model.
+//! Where Holistic Trace Analysis (HTA) answers the same question, the definitions follow
+//! HTA's so the numbers can be compared; the module of each analysis says where and why
+//! it departs.
+
+pub mod intervals;
+pub mod kernel_type;
+pub mod kernels;
+pub mod scope;
+pub mod temporal;

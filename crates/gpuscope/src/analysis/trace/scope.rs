@@ -1,0 +1,118 @@
+//! Which events of a trace the GPU analyses look at, as HTA chooses them so the numbers
+//! compare: GPU work is any event with a CUDA stream (kernels, copies, memsets, and the
+//! stream syncs Kineto records with one). When the trace has two or more profiler steps,
+//! the last is left out — the profiler's stop may cut it short — with every CPU event
+//! from its start on and the GPU work those CPU events launched.
+//!
+//! Times are exact (ns) by default. HTA rounds a trace with fractional microseconds to
+//! whole ones — start up, end down — which shrinks every short kernel and opens gaps
+//! between back-to-back ones (idle time where the GPU was busy; a kernel of 0.5 µs gets a
+//! negative duration). [`Clock::HtaRounded`] reproduces that, to compare with HTA's
+//! figures; the tests show both.
+
+use std::collections::HashSet;
+
+use crate::model::trace::{Trace, NONE};
+
+/// How event times are taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Clock {
+    /// As recorded, to the nanosecond.
+    #[default]
+    Exact,
+    /// As HTA 0.5 takes them: when any timestamp has a fraction of a microsecond, starts
+    /// rounded up and ends rounded down to whole microseconds.
+    HtaRounded,
+}
+
+/// The events the GPU analyses use.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    /// Indices of the GPU events, in file order.
+    pub gpu: Vec<usize>,
+    /// Indices of the CPU events, in file order.
+    pub cpu: Vec<usize>,
+    /// Start of the last profiler step, ns, when it was left out.
+    pub cut_at: Option<i64>,
+    /// Round times to whole microseconds, as HTA does.
+    round: bool,
+}
+
+impl Scope {
+    /// Start and end of event `i`, ns, on this scope's clock.
+    pub fn interval(&self, trace: &Trace, i: usize) -> (i64, i64) {
+        let (start, dur) = (trace.events.ts[i], trace.events.dur[i]);
+        if !self.round {
+            return (start, start + dur);
+        }
+        // HTA's arithmetic: microseconds in f64, end = ts + dur, then ceil and floor.
+        let ts_us = start.div_euclid(1000) as f64 + start.rem_euclid(1000) as f64 / 1000.0;
+        let end_us = ts_us + dur as f64 / 1000.0;
+        (ts_us.ceil() as i64 * 1000, end_us.floor() as i64 * 1000)
+    }
+
+    /// Duration of event `i`, ns, on this scope's clock.
+    pub fn duration(&self, trace: &Trace, i: usize) -> i64 {
+        let (start, end) = self.interval(trace, i);
+        end - start
+    }
+}
+
+/// True for an event on a CUDA stream (HTA: `stream != -1`).
+pub fn on_gpu(trace: &Trace, i: usize) -> bool {
+    let s = trace.events.stream[i];
+    s != NONE && s != -1
+}
+
+/// The events HTA's breakdowns would use, on `clock`.
+pub fn scope(trace: &Trace, clock: Clock) -> Scope {
+    let e = &trace.events;
+    let round = clock == Clock::HtaRounded && e.ts.iter().any(|ts| ts % 1000 != 0);
+    let (gpu, cpu): (Vec<usize>, Vec<usize>) = (0..e.len()).partition(|&i| on_gpu(trace, i));
+    let steps: HashSet<u32> = (0..trace.names.len() as u32)
+        .filter(|&id| trace.names.get(id).contains("ProfilerStep"))
+        .collect();
+    let step_names_used: HashSet<u32> = e
+        .name
+        .iter()
+        .copied()
+        .filter(|n| steps.contains(n))
+        .collect();
+    if step_names_used.len() < 2 {
+        return Scope {
+            gpu,
+            cpu,
+            cut_at: None,
+            round,
+        };
+    }
+    let Some(last_start) = cpu
+        .iter()
+        .filter(|&&i| steps.contains(&e.name[i]))
+        .map(|&i| e.ts[i])
+        .max()
+    else {
+        return Scope {
+            gpu,
+            cpu,
+            cut_at: None,
+            round,
+        };
+    };
+    let cpu: Vec<usize> = cpu.into_iter().filter(|&i| e.ts[i] < last_start).collect();
+    let launched: HashSet<i64> = cpu
+        .iter()
+        .map(|&i| e.correlation[i])
+        .filter(|&c| c != NONE)
+        .collect();
+    let gpu = gpu
+        .into_iter()
+        .filter(|&i| launched.contains(&e.correlation[i]))
+        .collect();
+    Scope {
+        gpu,
+        cpu,
+        cut_at: Some(last_start),
+        round,
+    }
+}
