@@ -44,8 +44,14 @@ pub enum Command {
         gpuscope report runs/exp1 --format html -o report.html\n  \
         gpuscope report runs/exp1 --format json | jq '.runs[0].leak'")]
     Report(ReportArgs),
-    /// Analyse PyTorch profiler traces (not implemented yet)
-    Trace(PendingArgs),
+    /// Analyse PyTorch profiler traces: GPU time, idle time, kernel types, top kernels
+    #[command(after_help = "Examples:\n  \
+        gpuscope trace profiler_traces/rank0.1738277380.pt.trace.json.gz\n  \
+        gpuscope trace profiler_traces/              every rank's trace, read in parallel\n  \
+        gpuscope trace trace.json --format json | jq '.ranks[0].temporal'\n  \
+        gpuscope trace trace.json.gz --hta-compat    times rounded as HTA rounds them\n\n\
+        The last profiler step is left out when there are two or more, as HTA does.")]
+    Trace(TraceArgs),
     /// Analyse CUDA allocator snapshots (not implemented yet)
     Snapshot(PendingArgs),
     /// Watch GPU memory and utilisation (not implemented yet)
@@ -105,6 +111,31 @@ pub enum ReportFormat {
     Json,
     /// One self-contained page with charts (write it with -o report.html)
     Html,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
+    /// A trace (.json or .json.gz), or a directory of per-rank traces
+    pub path: PathBuf,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = TraceFormat::Text)]
+    pub format: TraceFormat,
+    /// Write to FILE instead of stdout
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// How many kernels to list by name before summing the rest as "others"
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// Round times to whole microseconds as Holistic Trace Analysis does (start up, end
+    /// down), to compare with its figures; default: exact nanoseconds
+    #[arg(long)]
+    pub hta_compat: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum TraceFormat {
+    Text,
+    Json,
 }
 
 /// Arguments of subcommands that later work fills in; accepted so `--help` shows them.

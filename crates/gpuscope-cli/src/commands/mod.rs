@@ -2,6 +2,7 @@
 
 mod report;
 mod tb;
+mod trace;
 
 use crate::args::{Cli, Command};
 use crate::Failure;
@@ -11,7 +12,7 @@ pub fn dispatch(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Tb(args) => tb::run(args),
         Command::Report(args) => report::run(args),
-        Command::Trace(_) => pending("trace", 5),
+        Command::Trace(args) => trace::run(args),
         Command::Snapshot(_) => pending("snapshot", 6),
         Command::Monitor(_) => pending("monitor", 9),
         Command::Run(_) => pending("run", 9),

@@ -14,7 +14,8 @@ pub enum Kind {
     Runtime,
     /// A CUDA driver call (`cuda_driver`).
     Driver,
-    /// A GPU kernel (`kernel`, `Kernel`).
+    /// A GPU kernel (`kernel`, `Kernel`; `cuda_profiler_range` when CUPTI's range
+    /// profiler recorded it with hardware counters).
     Kernel,
     /// A GPU memory copy (`gpu_memcpy`, `Memcpy`).
     Memcpy,
@@ -41,7 +42,7 @@ impl Kind {
             "cpu_op" | "Operator" => Kind::CpuOp,
             "cuda_runtime" | "Runtime" => Kind::Runtime,
             "cuda_driver" => Kind::Driver,
-            "kernel" | "Kernel" => Kind::Kernel,
+            "kernel" | "Kernel" | "cuda_profiler_range" => Kind::Kernel,
             "gpu_memcpy" | "Memcpy" => Kind::Memcpy,
             "gpu_memset" | "Memset" => Kind::Memset,
             "user_annotation" => Kind::UserAnnotation,
@@ -201,6 +202,9 @@ pub struct Trace {
     pub events: Events,
     /// Events that were not kept, with why and how many (`negative duration`, ...).
     pub dropped: Vec<(String, u64)>,
+    /// Kernels recorded by CUPTI's range profiler (`cuda_profiler_range`): it replays each
+    /// kernel to read hardware counters, so their times are not the run's own.
+    pub counter_ranges: u64,
 }
 
 impl Trace {

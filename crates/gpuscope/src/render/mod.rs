@@ -3,6 +3,7 @@
 
 pub mod report;
 pub mod tb;
+pub mod trace;
 
 /// Output formats a renderer can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,4 +24,17 @@ pub(crate) fn table(width: u16) -> comfy_table::Table {
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
         .set_width(width);
     t
+}
+
+/// Writes `text` wrapped to `width` columns, continuation lines indented by four.
+pub(crate) fn paragraph(
+    out: &mut dyn std::io::Write,
+    text: &str,
+    width: u16,
+) -> std::io::Result<()> {
+    let options = textwrap::Options::new(width as usize).subsequent_indent("    ");
+    for line in textwrap::wrap(text, options) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
 }

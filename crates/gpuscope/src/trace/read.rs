@@ -309,7 +309,13 @@ fn ns(us: f64) -> i64 {
 
 fn add(trace: &mut Trace, seen: &mut Seen, raw: RawEvent) {
     let kind = match raw.ph {
-        Phase::Complete => Kind::of_category(raw.cat.as_deref().unwrap_or("")),
+        Phase::Complete => {
+            let category = raw.cat.as_deref().unwrap_or("");
+            if category == "cuda_profiler_range" {
+                trace.counter_ranges += 1;
+            }
+            Kind::of_category(category)
+        }
         Phase::Instant if raw.name.as_deref() == Some("[memory]") => Kind::Memory,
         Phase::Instant | Phase::Ignored => return,
         Phase::Missing => return seen.drop("no phase (ph)"),

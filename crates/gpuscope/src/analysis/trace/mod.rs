@@ -6,5 +6,6 @@
 pub mod intervals;
 pub mod kernel_type;
 pub mod kernels;
+pub mod report;
 pub mod scope;
 pub mod temporal;

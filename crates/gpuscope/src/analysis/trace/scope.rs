@@ -32,8 +32,8 @@ pub struct Scope {
     pub gpu: Vec<usize>,
     /// Indices of the CPU events, in file order.
     pub cpu: Vec<usize>,
-    /// Start of the last profiler step, ns, when it was left out.
-    pub cut_at: Option<i64>,
+    /// The last profiler step (its name and start, ns), when it was left out.
+    pub cut: Option<(u32, i64)>,
     /// Round times to whole microseconds, as HTA does.
     round: bool,
 }
@@ -58,10 +58,11 @@ impl Scope {
     }
 }
 
-/// True for an event on a CUDA stream (HTA: `stream != -1`).
+/// True for an event on a CUDA stream (HTA: `stream != -1`), and for GPU work recorded
+/// without one (kernels of CUPTI's range profiler, where HTA finds no GPU work at all).
 pub fn on_gpu(trace: &Trace, i: usize) -> bool {
     let s = trace.events.stream[i];
-    s != NONE && s != -1
+    (s != NONE && s != -1) || (s == NONE && trace.events.kind[i].is_gpu())
 }
 
 /// The events HTA's breakdowns would use, on `clock`.
@@ -82,20 +83,20 @@ pub fn scope(trace: &Trace, clock: Clock) -> Scope {
         return Scope {
             gpu,
             cpu,
-            cut_at: None,
+            cut: None,
             round,
         };
     }
-    let Some(last_start) = cpu
+    let Some((last_start, last_name)) = cpu
         .iter()
         .filter(|&&i| steps.contains(&e.name[i]))
-        .map(|&i| e.ts[i])
+        .map(|&i| (e.ts[i], e.name[i]))
         .max()
     else {
         return Scope {
             gpu,
             cpu,
-            cut_at: None,
+            cut: None,
             round,
         };
     };
@@ -112,7 +113,7 @@ pub fn scope(trace: &Trace, clock: Clock) -> Scope {
     Scope {
         gpu,
         cpu,
-        cut_at: Some(last_start),
+        cut: Some((last_name, last_start)),
         round,
     }
 }

@@ -13,6 +13,7 @@ use crate::analysis::summary::Figures;
 use crate::model::memory::{mb, mb_signed, percent};
 
 use super::timeline;
+use crate::render::paragraph;
 
 const RULE: &str =
     "================================================================================";
@@ -123,15 +124,6 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
     }
     if let Some(c) = &report.comparison {
         compared(out, c)?;
-    }
-    Ok(())
-}
-
-/// Writes `text` wrapped to `width` columns, continuation lines indented.
-fn paragraph(out: &mut dyn Write, text: &str, width: u16) -> io::Result<()> {
-    let options = textwrap::Options::new(width as usize).subsequent_indent("    ");
-    for line in textwrap::wrap(text, options) {
-        writeln!(out, "{line}")?;
     }
     Ok(())
 }

@@ -1,0 +1,59 @@
+//! Everything `gpuscope trace` says about a set of per-rank traces, put together from
+//! the other analyses.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::kernels::{top_kernels, type_breakdown, KernelStats, TypeTime};
+use super::scope::{scope, Clock};
+use super::temporal::{temporal, Temporal};
+use crate::trace::TraceFile;
+
+/// One rank's trace, analysed.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankReport {
+    /// The rank.
+    pub rank: u32,
+    /// The trace file.
+    pub path: PathBuf,
+    /// Events kept from the file.
+    pub events: usize,
+    /// Events that could not be used, by reason.
+    pub dropped: Vec<(String, u64)>,
+    /// Whether the trace has GPU work at all.
+    pub gpu_activity: bool,
+    /// Kernels timed by CUPTI's range profiler (replayed for counters: not real time).
+    pub counter_ranges: u64,
+    /// The last profiler step (`ProfilerStep#12`), when it was left out.
+    pub last_step_left_out: Option<String>,
+    /// The temporal breakdown; `null` without GPU work.
+    pub temporal: Option<Temporal>,
+    /// Time by kernel type and overlap, largest first.
+    pub kernel_types: Vec<TypeTime>,
+    /// The kernels with the most time.
+    pub top_kernels: Vec<KernelStats>,
+}
+
+/// The analyses of `traces` on `clock`, listing `top` kernels by name.
+pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport> {
+    traces
+        .iter()
+        .map(|file| {
+            let trace = &file.trace;
+            let s = scope(trace, clock);
+            RankReport {
+                rank: trace.rank,
+                path: file.path.clone(),
+                events: trace.events.len(),
+                dropped: trace.dropped.clone(),
+                gpu_activity: trace.has_gpu_work(),
+                counter_ranges: trace.counter_ranges,
+                last_step_left_out: s.cut.map(|(name, _)| trace.names.get(name).to_owned()),
+                temporal: temporal(trace, &s),
+                kernel_types: type_breakdown(trace, &s),
+                top_kernels: top_kernels(trace, &s, top),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,180 @@
+//! Renders `gpuscope trace`: text for an 80-column terminal and the `gpuscope.trace/1`
+//! JSON document.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::{paragraph, table};
+use crate::analysis::trace::report::RankReport;
+
+/// JSON schema name and version of [`json`]'s output.
+pub const SCHEMA: &str = "gpuscope.trace/1";
+
+#[derive(Serialize)]
+struct JsonDoc<'a> {
+    schema: &'static str,
+    clock: &'static str,
+    ranks: &'a [RankReport],
+}
+
+/// The `gpuscope.trace/1` document; `clock` says how times were taken (`exact`,
+/// `hta-rounded`).
+pub fn json(ranks: &[RankReport], clock: &'static str, out: &mut dyn Write) -> io::Result<()> {
+    let doc = JsonDoc {
+        schema: SCHEMA,
+        clock,
+        ranks,
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
+    writeln!(out)
+}
+
+/// The text report in `width` columns.
+pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result<()> {
+    for r in ranks {
+        writeln!(out, "rank {} — {}", r.rank, r.path.display())?;
+        for (why, count) in &r.dropped {
+            writeln!(out, "  {count} events skipped: {why}")?;
+        }
+        let Some(t) = &r.temporal else {
+            writeln!(
+                out,
+                "  No GPU activity in this trace ({} events, all on the CPU).",
+                r.events
+            )?;
+            writeln!(out)?;
+            continue;
+        };
+        if r.counter_ranges > 0 {
+            let line = format!(
+                "  {} kernels were recorded by CUPTI's range profiler, which replays each \
+                 kernel to read hardware counters: their times are the replays', not the \
+                 run's.",
+                r.counter_ranges
+            );
+            paragraph(out, &line, width)?;
+        }
+        if let Some(step) = &r.last_step_left_out {
+            let line = format!(
+                "  The last profiler step ({step}) is left out, as HTA does: the profiler's \
+                 stop may cut it short."
+            );
+            paragraph(out, &line, width)?;
+        }
+        writeln!(out)?;
+        writeln!(out, "GPU time (temporal breakdown)")?;
+        let mut tt = table(width);
+        tt.set_header(["", "µs", "%"]);
+        for (name, us, pct) in [
+            ("kernel time (span)", t.kernel_time_us, 100.0),
+            ("idle", t.idle_time_us, t.idle_time_percent),
+            ("compute", t.compute_time_us, t.compute_time_percent),
+            (
+                "non-compute",
+                t.non_compute_time_us,
+                t.non_compute_time_percent,
+            ),
+        ] {
+            tt.add_row([name.to_owned(), format!("{us:.1}"), format!("{pct:.2}")]);
+        }
+        right_align(&mut tt, &[1, 2]);
+        writeln!(out, "{tt}")?;
+        writeln!(out)?;
+        writeln!(out, "Kernel types")?;
+        let mut kt = table(width);
+        kt.set_header(["type", "µs", "%"]);
+        for k in &r.kernel_types {
+            kt.add_row([
+                k.kernel_type.clone(),
+                format!("{:.1}", k.sum_us),
+                format!("{:.1}", k.percentage),
+            ]);
+        }
+        right_align(&mut kt, &[1, 2]);
+        writeln!(out, "{kt}")?;
+        writeln!(out)?;
+        writeln!(out, "Top kernels by total time")?;
+        let mut top = table(width);
+        top.set_header(["kernel", "n", "total µs", "mean", "max", "%"]);
+        for k in &r.top_kernels {
+            top.add_row([
+                clip(&short_name(&k.name), NAME_COLUMN),
+                k.count.to_string(),
+                format!("{:.1}", k.sum_us),
+                format!("{:.1}", k.mean_us),
+                format!("{:.1}", k.max_us),
+                format!("{:.1}", k.percentage),
+            ]);
+        }
+        right_align(&mut top, &[1, 2, 3, 4, 5]);
+        writeln!(out, "{top}")?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// Widest kernel name in the text table; the JSON has the full names.
+const NAME_COLUMN: usize = 32;
+
+fn clip(name: &str, width: usize) -> String {
+    if name.chars().count() <= width {
+        name.to_owned()
+    } else {
+        name.chars().take(width - 1).chain(['…']).collect()
+    }
+}
+
+/// A kernel's name without its return type, template arguments and parameters, which
+/// make a C++ kernel name hundreds of characters long:
+/// `void at::native::elementwise_kernel<128, 4, …>(int, …)` → `at::native::elementwise_kernel`.
+fn short_name(name: &str) -> String {
+    let name = name.strip_prefix("void ").unwrap_or(name);
+    let mut depth = 0usize;
+    let mut out = String::new();
+    for c in name.chars() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' | ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    let out = out.trim();
+    if out.is_empty() {
+        name.to_owned()
+    } else {
+        out.to_owned()
+    }
+}
+
+fn right_align(t: &mut comfy_table::Table, columns: &[usize]) {
+    for &c in columns {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_name;
+
+    #[test]
+    fn kernel_names_lose_templates_and_parameters() {
+        assert_eq!(
+            short_name(
+                "void at::native::elementwise_kernel<128, 4, at::native::F<float> >(int, F)"
+            ),
+            "at::native::elementwise_kernel"
+        );
+        assert_eq!(
+            short_name("Memcpy HtoD (Pageable -> Device)"),
+            "Memcpy HtoD"
+        );
+        assert_eq!(
+            short_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"),
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+        );
+    }
+}

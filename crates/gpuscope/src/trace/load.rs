@@ -1,0 +1,107 @@
+//! Reads one trace file, or every trace file of a directory (one per rank) in parallel.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use rayon::prelude::*;
+
+use super::read::read_trace;
+use crate::model::trace::Trace;
+use crate::{Error, Result};
+
+/// A trace and the file it came from.
+#[derive(Debug)]
+pub struct TraceFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its contents.
+    pub trace: Trace,
+}
+
+/// True for the names torch.profiler gives traces (`*.json`, `*.json.gz`).
+pub fn is_trace_file_name(name: &str) -> bool {
+    name.ends_with(".json") || name.ends_with(".json.gz")
+}
+
+/// The traces read, and the files of a directory that could not be used.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// The traces, ordered by rank.
+    pub traces: Vec<TraceFile>,
+    /// `path: why` for each file of the directory that is not a usable trace.
+    pub skipped: Vec<String>,
+}
+
+/// The trace at `path`, or every trace in the directory `path`. A directory's file that is
+/// not a usable trace (another JSON file, a damaged rank) is skipped and listed; fails when
+/// none is usable. `progress` is told the bytes read so far and the total.
+pub fn load_traces(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Loaded> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if !meta.is_dir() {
+        let trace = read_trace(path, progress)?;
+        return Ok(Loaded {
+            traces: vec![TraceFile {
+                path: path.to_path_buf(),
+                trace,
+            }],
+            skipped: Vec::new(),
+        });
+    }
+    let mut files: Vec<(PathBuf, u64)> = walkdir::WalkDir::new(path)
+        .max_depth(2)
+        .into_iter()
+        .filter_map(std::result::Result::ok)
+        .filter(|e| e.file_type().is_file() && is_trace_file_name(&e.file_name().to_string_lossy()))
+        .map(|e| {
+            let size = e.metadata().map_or(0, |m| m.len());
+            (e.into_path(), size)
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::bad_input(
+            path,
+            "no trace files (*.json, *.json.gz) in this directory",
+        ));
+    }
+    let total = files.iter().map(|(_, size)| size).sum();
+    // Ranks are read in parallel; the progress callback stays on this thread.
+    let (sender, receiver) = mpsc::channel::<u64>();
+    let mut done = 0;
+    let read = std::thread::scope(|s| {
+        let worker = s.spawn(|| {
+            files
+                .par_iter()
+                .map_with(sender, |sender, (file, size)| {
+                    let trace = read_trace(file, &mut |_, _| {});
+                    let _ = sender.send(*size);
+                    trace.map(|trace| TraceFile {
+                        path: file.clone(),
+                        trace,
+                    })
+                })
+                .collect::<Vec<Result<TraceFile>>>()
+        });
+        for size in receiver {
+            done += size;
+            progress(done, total);
+        }
+        worker.join().expect("trace readers do not panic")
+    });
+    let mut loaded = Loaded::default();
+    let mut first_error = None;
+    for result in read {
+        match result {
+            Ok(trace) => loaded.traces.push(trace),
+            Err(e) => {
+                loaded.skipped.push(e.to_string());
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let (true, Some(e)) = (loaded.traces.is_empty(), first_error) {
+        return Err(e);
+    }
+    loaded.traces.sort_by_key(|t| t.trace.rank);
+    Ok(loaded)
+}
