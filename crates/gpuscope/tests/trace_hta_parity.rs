@@ -3,7 +3,10 @@
 
 mod common;
 
+use gpuscope::analysis::trace::idle::idle_by_stream;
 use gpuscope::analysis::trace::kernels::type_breakdown;
+use gpuscope::analysis::trace::launches::{launches, Launch};
+use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;
 use gpuscope::analysis::trace::scope::{scope, Clock};
 use gpuscope::analysis::trace::temporal::temporal;
 use gpuscope::trace::read_trace;
@@ -100,4 +103,100 @@ fn hta_rounding_turns_busy_time_into_idle_time() {
     assert_eq!(hta.kernel_time_us, 1.0);
     assert_eq!(hta.idle_time_us, 1.0);
     assert_eq!(hta.compute_time_us, 0.0);
+}
+
+fn reference_more() -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(common::shared_data("traces/hta_reference_more.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn idle_time_by_stream_and_comm_overlap_match_hta() {
+    let reference = reference_more();
+    let mut failures = Vec::new();
+    for (name, want) in reference.as_object().unwrap() {
+        let trace = read_trace(&common::shared_data(&format!("traces/{name}")), &mut |_, _| {}).unwrap();
+        let s = scope(&trace, Clock::HtaRounded);
+        if let Some(rows) = want["idle_time_breakdown"].as_array() {
+            let ours = idle_by_stream(&trace, &s);
+            for row in rows {
+                let stream = row["stream"].as_i64().unwrap();
+                let Some(mine) = ours.iter().find(|x| x.stream == stream) else {
+                    failures.push(format!("{name}: stream {stream} missing"));
+                    continue;
+                };
+                let theirs = row["idle_time"].as_f64().unwrap();
+                let value = match row["idle_category"].as_str().unwrap() {
+                    "host_wait" => mine.host_wait_us,
+                    "kernel_wait" => mine.kernel_wait_us,
+                    _ => mine.other_us,
+                };
+                if !close(value, theirs) {
+                    failures.push(format!(
+                        "{name} stream {stream} {}: ours {value:.1}, HTA {theirs:.1}",
+                        row["idle_category"]
+                    ));
+                }
+            }
+        }
+        let hta_overlap = want["comm_comp_overlap"][0]["comp_comm_overlap_pctg"].as_f64();
+        let ours = comm_comp_overlap_percent(&trace, &s);
+        match (ours, hta_overlap) {
+            (Some(a), Some(b)) if (a - b).abs() <= 0.01 => {}
+            (None, None) => {}
+            (a, b) => failures.push(format!("{name} overlap: ours {a:?}, HTA {b:?}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// HTA pairs launches made by cudaLaunchKernel(ExC), cudaMemcpyAsync and cudaMemsetAsync
+/// with their GPU work: the same pairs, the same CPU and GPU durations and the same launch
+/// delay (from the end of the call, 0 when the work started before the call returned).
+#[test]
+fn launches_pair_as_in_hta() {
+    const HTA_CALLS: [&str; 4] = [
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaMemcpyAsync",
+        "cudaMemsetAsync",
+    ];
+    let reference = reference_more();
+    let mut failures = Vec::new();
+    for (name, want) in reference.as_object().unwrap() {
+        let stats = want["cuda_kernel_launch_stats"].as_array().unwrap();
+        let row = |index: &str| stats.iter().find(|r| r["index"] == index).unwrap();
+        let count = row("count")["cpu_duration"].as_f64().unwrap() as usize;
+        let trace = read_trace(&common::shared_data(&format!("traces/{name}")), &mut |_, _| {}).unwrap();
+        let s = scope(&trace, Clock::HtaRounded);
+        let ours: Vec<_> = launches(&trace, &s)
+            .into_iter()
+            .filter(|l| HTA_CALLS.contains(&trace.names.get(trace.events.name[l.call])))
+            .collect();
+        if ours.len() != count {
+            failures.push(format!("{name}: {} launches, HTA {count}", ours.len()));
+            continue;
+        }
+        if count == 0 {
+            continue;
+        }
+        let mean = |f: &dyn Fn(&Launch) -> i64| {
+            ours.iter().map(|l| f(l) as f64).sum::<f64>() / count as f64 / 1000.0
+        };
+        let cpu = mean(&|l| l.cpu_ns);
+        let gpu = mean(&|l| l.gpu_ns);
+        let delay = mean(&|l| l.delay_ns);
+        let hta = |column: &str| row("mean")[column].as_f64().unwrap();
+        for (what, ours, theirs) in [
+            ("cpu_duration", cpu, hta("cpu_duration")),
+            ("gpu_duration", gpu, hta("gpu_duration")),
+            ("launch_delay", delay, hta("launch_delay")),
+        ] {
+            if !close(ours, theirs) {
+                failures.push(format!("{name} mean {what}: ours {ours:.3}, HTA {theirs:.3}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -5,7 +5,11 @@
 
 pub mod intervals;
 pub mod kernel_type;
+pub mod idle;
+pub mod copies;
 pub mod kernels;
+pub mod launches;
+pub mod overlap;
 pub mod report;
 pub mod scope;
 pub mod temporal;

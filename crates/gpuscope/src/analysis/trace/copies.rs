@@ -1,0 +1,81 @@
+//! GPU memory copies and memsets by direction: count, bytes, time and the bandwidth they
+//! achieved; copies from pageable host memory are singled out (seed 004: the host side
+//! must be staged through a pinned buffer first, so the copy is slower and cannot overlap
+//! compute — `pin_memory=True` and `non_blocking=True` fix it).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::scope::Scope;
+use crate::model::trace::{Kind, Trace, NONE};
+
+/// The copies of one direction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CopyKind {
+    /// `HtoD`, `DtoH`, `DtoD`, `PtoP`, `Memset`, ...
+    pub direction: String,
+    /// How many.
+    pub count: u64,
+    /// Bytes moved (or set).
+    pub bytes: u64,
+    /// Time on the GPU, µs.
+    pub time_us: f64,
+    /// Bytes over time, GB/s (10^9 bytes).
+    pub gb_per_s: f64,
+    /// Copies from or to pageable host memory.
+    pub pageable_count: u64,
+    /// Their bytes.
+    pub pageable_bytes: u64,
+}
+
+/// `Memcpy HtoD (Pageable -> Device)` → `HtoD`; a memset → `Memset`.
+fn direction(kind: Kind, name: &str) -> String {
+    if kind == Kind::Memset {
+        return "Memset".into();
+    }
+    name.strip_prefix("Memcpy ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or("other")
+        .to_owned()
+}
+
+/// Copies and memsets by direction.
+pub fn copies(trace: &Trace, scope: &Scope) -> Vec<CopyKind> {
+    let e = &trace.events;
+    let mut by: BTreeMap<String, CopyKind> = BTreeMap::new();
+    for &i in &scope.gpu {
+        if !matches!(e.kind[i], Kind::Memcpy | Kind::Memset) {
+            continue;
+        }
+        let name = trace.names.get(e.name[i]);
+        let dir = direction(e.kind[i], name);
+        let row = by.entry(dir.clone()).or_insert_with(|| CopyKind {
+            direction: dir,
+            count: 0,
+            bytes: 0,
+            time_us: 0.0,
+            gb_per_s: 0.0,
+            pageable_count: 0,
+            pageable_bytes: 0,
+        });
+        let bytes = if e.bytes[i] == NONE { 0 } else { e.bytes[i].max(0) as u64 };
+        row.count += 1;
+        row.bytes += bytes;
+        row.time_us += e.dur[i] as f64 / 1000.0;
+        if name.contains("Pageable") {
+            row.pageable_count += 1;
+            row.pageable_bytes += bytes;
+        }
+    }
+    by.into_values()
+        .map(|mut row| {
+            row.gb_per_s = if row.time_us > 0.0 {
+                row.bytes as f64 / (row.time_us * 1000.0)
+            } else {
+                0.0
+            };
+            row
+        })
+        .collect()
+}

@@ -1,0 +1,79 @@
+//! Why each CUDA stream sat idle between two pieces of its work, as HTA splits it:
+//! **host wait** when the next launch call came after the previous work had finished (the
+//! CPU was late), **kernel wait** for a short gap of under [`KERNEL_WAIT_US`] (launch
+//! overhead between back-to-back kernels), **other** for the rest (waits on events, other
+//! streams, synchronisation).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::scope::Scope;
+use crate::model::trace::{Trace, NONE};
+
+/// Gaps shorter than this, µs, are kernel waits (HTA's `consecutive_kernel_delay`).
+pub const KERNEL_WAIT_US: i64 = 30;
+
+/// The idle time of one stream, µs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamIdle {
+    /// The CUDA stream.
+    pub stream: i64,
+    /// Waiting for the CPU to launch the next piece of work.
+    pub host_wait_us: f64,
+    /// Short gaps between back-to-back work.
+    pub kernel_wait_us: f64,
+    /// The rest.
+    pub other_us: f64,
+}
+
+impl StreamIdle {
+    /// All three.
+    pub fn total_us(&self) -> f64 {
+        self.host_wait_us + self.kernel_wait_us + self.other_us
+    }
+}
+
+/// The idle time of each stream, by stream number.
+pub fn idle_by_stream(trace: &Trace, scope: &Scope) -> Vec<StreamIdle> {
+    let e = &trace.events;
+    // When the CPU launched each piece of GPU work: the start of its runtime call.
+    let launched_at: HashMap<i64, i64> = scope
+        .cpu
+        .iter()
+        .filter(|&&i| e.correlation[i] != NONE)
+        .map(|&i| (e.correlation[i], scope.interval(trace, i).0))
+        .collect();
+    let mut streams: BTreeMap<i64, Vec<(i64, i64, Option<i64>)>> = BTreeMap::new();
+    for &i in &scope.gpu {
+        if e.kind[i].is_gpu() {
+            let (start, end) = scope.interval(trace, i);
+            let launch = launched_at.get(&e.correlation[i]).copied();
+            streams.entry(e.stream[i]).or_default().push((start, end, launch));
+        }
+    }
+    streams
+        .into_iter()
+        .map(|(stream, mut work)| {
+            work.sort_by_key(|w| w.0);
+            let mut idle = [0i64; 3];
+            for pair in work.windows(2) {
+                let (previous_end, (start, _, launch)) = (pair[0].1, pair[1]);
+                let gap = start - previous_end;
+                let category = match launch {
+                    Some(at) if at > previous_end => 0,
+                    _ if gap < KERNEL_WAIT_US * 1000 => 1,
+                    _ => 2,
+                };
+                idle[category] += gap;
+            }
+            let us = |ns: i64| ns as f64 / 1000.0;
+            StreamIdle {
+                stream,
+                host_wait_us: us(idle[0]),
+                kernel_wait_us: us(idle[1]),
+                other_us: us(idle[2]),
+            }
+        })
+        .collect()
+}
