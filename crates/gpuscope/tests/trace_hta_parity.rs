@@ -116,7 +116,11 @@ fn idle_time_by_stream_and_comm_overlap_match_hta() {
     let reference = reference_more();
     let mut failures = Vec::new();
     for (name, want) in reference.as_object().unwrap() {
-        let trace = read_trace(&common::shared_data(&format!("traces/{name}")), &mut |_, _| {}).unwrap();
+        let trace = read_trace(
+            &common::shared_data(&format!("traces/{name}")),
+            &mut |_, _| {},
+        )
+        .unwrap();
         let s = scope(&trace, Clock::HtaRounded);
         if let Some(rows) = want["idle_time_breakdown"].as_array() {
             let ours = idle_by_stream(&trace, &s);
@@ -168,7 +172,11 @@ fn launches_pair_as_in_hta() {
         let stats = want["cuda_kernel_launch_stats"].as_array().unwrap();
         let row = |index: &str| stats.iter().find(|r| r["index"] == index).unwrap();
         let count = row("count")["cpu_duration"].as_f64().unwrap() as usize;
-        let trace = read_trace(&common::shared_data(&format!("traces/{name}")), &mut |_, _| {}).unwrap();
+        let trace = read_trace(
+            &common::shared_data(&format!("traces/{name}")),
+            &mut |_, _| {},
+        )
+        .unwrap();
         let s = scope(&trace, Clock::HtaRounded);
         let ours: Vec<_> = launches(&trace, &s)
             .into_iter()
@@ -194,7 +202,9 @@ fn launches_pair_as_in_hta() {
             ("launch_delay", delay, hta("launch_delay")),
         ] {
             if !close(ours, theirs) {
-                failures.push(format!("{name} mean {what}: ours {ours:.3}, HTA {theirs:.3}"));
+                failures.push(format!(
+                    "{name} mean {what}: ours {ours:.3}, HTA {theirs:.3}"
+                ));
             }
         }
     }

@@ -110,8 +110,139 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
         right_align(&mut top, &[1, 2, 3, 4, 5]);
         writeln!(out, "{top}")?;
         writeln!(out)?;
+        idle(out, r, width)?;
+        launches(out, r, width)?;
+        copies(out, r, width)?;
+        steps(out, r, width)?;
     }
     Ok(())
+}
+
+fn idle(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    if r.idle_by_stream.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "Idle time by stream (µs)")?;
+    let mut t = table(width);
+    t.set_header(["stream", "host wait", "kernel wait", "other", "host wait %"]);
+    for s in &r.idle_by_stream {
+        let total = s.total_us();
+        let share = if total > 0.0 {
+            s.host_wait_us * 100.0 / total
+        } else {
+            0.0
+        };
+        t.add_row([
+            s.stream.to_string(),
+            format!("{:.1}", s.host_wait_us),
+            format!("{:.1}", s.kernel_wait_us),
+            format!("{:.1}", s.other_us),
+            format!("{share:.0}"),
+        ]);
+    }
+    right_align(&mut t, &[0, 1, 2, 3, 4]);
+    writeln!(out, "{t}")?;
+    if let Some(p) = r.comm_comp_overlap_percent {
+        writeln!(out, "Communication hidden under computation: {p:.1} %")?;
+    }
+    writeln!(out)
+}
+
+fn launches(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    let Some(l) = &r.launches else {
+        return Ok(());
+    };
+    writeln!(out, "Kernel launches ({})", l.count)?;
+    let mut t = table(width);
+    t.set_header(["µs", "mean", "median", "p95", "max"]);
+    for (name, d) in [
+        ("launch call (CPU)", &l.cpu_duration),
+        ("work (GPU)", &l.gpu_duration),
+        ("launch delay", &l.launch_delay),
+    ] {
+        t.add_row([
+            name.to_owned(),
+            format!("{:.1}", d.mean_us),
+            format!("{:.1}", d.p50_us),
+            format!("{:.1}", d.p95_us),
+            format!("{:.1}", d.max_us),
+        ]);
+    }
+    right_align(&mut t, &[1, 2, 3, 4]);
+    writeln!(out, "{t}")?;
+    if l.shorter_than_launch > 0 {
+        let line = format!(
+            "{} launches ({:.0} %) ran shorter on the GPU than their launch call on the CPU: \
+             launch-bound work — CUDA graphs or torch.compile fuse and batch it.",
+            l.shorter_than_launch, l.shorter_than_launch_percent
+        );
+        paragraph(out, &line, width)?;
+    }
+    writeln!(out)
+}
+
+fn copies(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    if r.copies.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "Copies and memsets")?;
+    let mut t = table(width);
+    t.set_header(["direction", "count", "MB", "µs", "GB/s", "pageable"]);
+    for c in &r.copies {
+        t.add_row([
+            c.direction.clone(),
+            c.count.to_string(),
+            format!("{:.1}", c.bytes as f64 / 1e6),
+            format!("{:.1}", c.time_us),
+            format!("{:.1}", c.gb_per_s),
+            c.pageable_count.to_string(),
+        ]);
+    }
+    right_align(&mut t, &[1, 2, 3, 4, 5]);
+    writeln!(out, "{t}")?;
+    let pageable: u64 = r.copies.iter().map(|c| c.pageable_count).sum();
+    if pageable > 0 {
+        let line = format!(
+            "{pageable} copies use pageable host memory: they are staged through a pinned \
+             buffer and cannot overlap compute — pin_memory=True in the DataLoader (or \
+             tensor.pin_memory()) and .to(device, non_blocking=True)."
+        );
+        paragraph(out, &line, width)?;
+    }
+    writeln!(out)
+}
+
+fn steps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    let Some(o) = &r.steps else {
+        return Ok(());
+    };
+    writeln!(out, "Steps (% of each step)")?;
+    let mut t = table(width);
+    t.set_header([
+        "step", "ms", "kernel", "memcpy", "comm", "runtime", "loader", "cpu", "other",
+    ]);
+    for s in o.steps.iter().chain([&o.mean]) {
+        t.add_row([
+            s.name.trim_start_matches("ProfilerStep").to_owned(),
+            format!("{:.1}", s.duration_us / 1000.0),
+            format!("{:.0}", s.percent("kernel")),
+            format!("{:.0}", s.percent("memcpy") + s.percent("memset")),
+            format!("{:.0}", s.percent("communication")),
+            format!("{:.0}", s.percent("runtime")),
+            format!("{:.0}", s.percent("dataloader")),
+            format!("{:.0}", s.percent("cpu_exec")),
+            format!("{:.0}", s.percent("other")),
+        ]);
+    }
+    right_align(&mut t, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    writeln!(out, "{t}")?;
+    for v in &o.verdicts {
+        paragraph(out, &format!("Verdict: {}", v.advice), width)?;
+    }
+    if o.verdicts.is_empty() {
+        writeln!(out, "Verdict: nothing stands out in the steps.")?;
+    }
+    writeln!(out)
 }
 
 /// Widest kernel name in the text table; the JSON has the full names.

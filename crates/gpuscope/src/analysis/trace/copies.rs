@@ -59,7 +59,11 @@ pub fn copies(trace: &Trace, scope: &Scope) -> Vec<CopyKind> {
             pageable_count: 0,
             pageable_bytes: 0,
         });
-        let bytes = if e.bytes[i] == NONE { 0 } else { e.bytes[i].max(0) as u64 };
+        let bytes = if e.bytes[i] == NONE {
+            0
+        } else {
+            e.bytes[i].max(0) as u64
+        };
         row.count += 1;
         row.bytes += bytes;
         row.time_us += e.dur[i] as f64 / 1000.0;

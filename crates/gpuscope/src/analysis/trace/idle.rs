@@ -49,7 +49,10 @@ pub fn idle_by_stream(trace: &Trace, scope: &Scope) -> Vec<StreamIdle> {
         if e.kind[i].is_gpu() {
             let (start, end) = scope.interval(trace, i);
             let launch = launched_at.get(&e.correlation[i]).copied();
-            streams.entry(e.stream[i]).or_default().push((start, end, launch));
+            streams
+                .entry(e.stream[i])
+                .or_default()
+                .push((start, end, launch));
         }
     }
     streams

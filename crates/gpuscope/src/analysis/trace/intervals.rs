@@ -52,6 +52,22 @@ pub fn exclusive_regions(layers: &[Vec<Interval>]) -> Vec<(u8, i64)> {
         .collect()
 }
 
+/// The length of the intersection of two sets of disjoint, ordered intervals.
+pub fn intersection(a: &[Interval], b: &[Interval]) -> i64 {
+    let (mut i, mut j, mut total) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        let start = a[i].0.max(b[j].0);
+        let end = a[i].1.min(b[j].1);
+        total += (end - start).max(0);
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,6 +77,13 @@ mod tests {
         let m = merge(vec![(5, 7), (0, 2), (2, 3), (1, 2), (10, 12), (6, 6)]);
         assert_eq!(m, vec![(0, 3), (5, 7), (10, 12)]);
         assert_eq!(length(&m), 7);
+    }
+
+    #[test]
+    fn intersection_of_interval_sets() {
+        let a = merge(vec![(0, 10), (20, 30)]);
+        let b = merge(vec![(5, 25)]);
+        assert_eq!(intersection(&a, &b), 10);
     }
 
     #[test]

@@ -3,13 +3,14 @@
 //! HTA's so the numbers can be compared; the module of each analysis says where and why
 //! it departs.
 
+pub mod copies;
+pub mod idle;
 pub mod intervals;
 pub mod kernel_type;
-pub mod idle;
-pub mod copies;
 pub mod kernels;
 pub mod launches;
 pub mod overlap;
 pub mod report;
 pub mod scope;
+pub mod steps;
 pub mod temporal;

@@ -5,8 +5,13 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::copies::{copies, CopyKind};
+use super::idle::{idle_by_stream, StreamIdle};
 use super::kernels::{top_kernels, type_breakdown, KernelStats, TypeTime};
+use super::launches::{launch_stats, LaunchStats};
+use super::overlap::comm_comp_overlap_percent;
 use super::scope::{scope, Clock};
+use super::steps::{step_overview, StepOverview};
 use super::temporal::{temporal, Temporal};
 use crate::trace::TraceFile;
 
@@ -33,6 +38,17 @@ pub struct RankReport {
     pub kernel_types: Vec<TypeTime>,
     /// The kernels with the most time.
     pub top_kernels: Vec<KernelStats>,
+    /// Idle time of each stream by cause.
+    pub idle_by_stream: Vec<StreamIdle>,
+    /// Share of communication time hidden under computation, percent; `null` without
+    /// communication.
+    pub comm_comp_overlap_percent: Option<f64>,
+    /// Kernel launches; `null` without any.
+    pub launches: Option<LaunchStats>,
+    /// Copies and memsets by direction.
+    pub copies: Vec<CopyKind>,
+    /// The profiler steps and the verdicts on them; `null` without `ProfilerStep#N`.
+    pub steps: Option<StepOverview>,
 }
 
 /// The analyses of `traces` on `clock`, listing `top` kernels by name.
@@ -53,6 +69,11 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
                 temporal: temporal(trace, &s),
                 kernel_types: type_breakdown(trace, &s),
                 top_kernels: top_kernels(trace, &s, top),
+                idle_by_stream: idle_by_stream(trace, &s),
+                comm_comp_overlap_percent: comm_comp_overlap_percent(trace, &s),
+                launches: launch_stats(trace, &s),
+                copies: copies(trace, &s),
+                steps: step_overview(trace),
             }
         })
         .collect()

@@ -1,0 +1,254 @@
+//! The step-time overview of the deprecated TensorBoard profiler plugin: each
+//! `ProfilerStep#N` split into what the time went to, each instant given to the first of
+//! kernel, memcpy, memset, communication, runtime, data loader, CPU execution that was
+//! happening then, and "other" when none was; and the share of each step the CPU spent in
+//! the data loader whatever the GPU did. Then recommendations by fixed thresholds (README,
+//! "The step verdicts of `gpuscope trace`").
+
+use serde::Serialize;
+
+use super::intervals::{intersection, length, merge, Interval};
+use super::kernel_type::KernelType;
+use crate::model::trace::{Kind, Trace};
+
+/// The share of a step the CPU spends in the data loader from which the input pipeline is
+/// named the bottleneck, percent.
+pub const DATALOADER_PERCENT: f64 = 10.0;
+/// The share of a step with no GPU work from which the GPU is said to be starved.
+pub const GPU_IDLE_PERCENT: f64 = 30.0;
+/// The share of a step in CUDA runtime calls from which launch overhead is named.
+pub const RUNTIME_PERCENT: f64 = 10.0;
+/// The share of a step in copies and memsets from which data movement is named.
+pub const MEMORY_PERCENT: f64 = 10.0;
+/// The share of a step in communication alone from which it is named.
+pub const COMMUNICATION_PERCENT: f64 = 20.0;
+
+/// Where a step's time went, in the plugin's order of precedence.
+pub const CATEGORIES: [&str; 8] = [
+    "kernel",
+    "memcpy",
+    "memset",
+    "communication",
+    "runtime",
+    "dataloader",
+    "cpu_exec",
+    "other",
+];
+
+/// One profiler step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    /// `ProfilerStep#N`.
+    pub name: String,
+    /// Its duration on the CPU, µs.
+    pub duration_us: f64,
+    /// µs per category, in [`CATEGORIES`] order.
+    pub breakdown_us: Vec<f64>,
+    /// Time the CPU spent in the data loader, µs, whatever the GPU did meanwhile.
+    pub dataloader_cpu_us: f64,
+}
+
+impl Step {
+    /// The share of the step in `category`, percent.
+    pub fn percent(&self, category: &str) -> f64 {
+        let at = CATEGORIES.iter().position(|c| *c == category).unwrap_or(0);
+        if self.duration_us > 0.0 {
+            self.breakdown_us[at] * 100.0 / self.duration_us
+        } else {
+            0.0
+        }
+    }
+
+    /// The share of the step the CPU spent in the data loader, percent.
+    pub fn dataloader_cpu_percent(&self) -> f64 {
+        if self.duration_us > 0.0 {
+            self.dataloader_cpu_us * 100.0 / self.duration_us
+        } else {
+            0.0
+        }
+    }
+
+    /// The share of the step in which the GPU did nothing, percent.
+    pub fn gpu_idle_percent(&self) -> f64 {
+        100.0
+            - ["kernel", "memcpy", "memset", "communication"]
+                .iter()
+                .map(|c| self.percent(c))
+                .sum::<f64>()
+    }
+}
+
+/// A recommendation and the figure that triggered it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// `input_pipeline`, `gpu_starved`, `launch_overhead`, `data_movement`,
+    /// `communication`.
+    pub kind: &'static str,
+    /// The figure, percent of the mean step.
+    pub percent: f64,
+    /// What it means and what to do.
+    pub advice: String,
+}
+
+/// The steps and what they say.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepOverview {
+    /// Every profiler step, in order.
+    pub steps: Vec<Step>,
+    /// The mean step.
+    pub mean: Step,
+    /// Recommendations, most important first.
+    pub verdicts: Vec<Verdict>,
+}
+
+/// The overview of the trace's profiler steps; `None` without any.
+pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
+    let e = &trace.events;
+    let mut windows: Vec<(i64, i64, u32)> = (0..e.len())
+        .filter(|&i| !e.kind[i].is_gpu() && trace.names.get(e.name[i]).starts_with("ProfilerStep#"))
+        .filter(|&i| e.kind[i] != Kind::GpuUserAnnotation)
+        .map(|i| (e.ts[i], e.end(i), e.name[i]))
+        .collect();
+    if windows.is_empty() {
+        return None;
+    }
+    windows.sort_unstable();
+    let classes = classes(trace);
+    let steps: Vec<Step> = windows
+        .iter()
+        .map(|&(start, end, name)| {
+            let window = [(start, end)];
+            let mut assigned: Vec<Interval> = Vec::new();
+            let mut breakdown_us = Vec::with_capacity(CATEGORIES.len());
+            for class in &classes {
+                let inside = clip(class, start, end);
+                let new = length(&inside) - intersection(&inside, &assigned);
+                breakdown_us.push(new as f64 / 1000.0);
+                assigned = merge(assigned.into_iter().chain(inside).collect());
+            }
+            breakdown_us.push((length(&window) - length(&assigned)) as f64 / 1000.0);
+            Step {
+                name: trace.names.get(name).to_owned(),
+                duration_us: (end - start) as f64 / 1000.0,
+                breakdown_us,
+                dataloader_cpu_us: length(&clip(&classes[DATALOADER], start, end)) as f64 / 1000.0,
+            }
+        })
+        .collect();
+    let n = steps.len() as f64;
+    let mean = Step {
+        name: "mean".into(),
+        duration_us: steps.iter().map(|s| s.duration_us).sum::<f64>() / n,
+        breakdown_us: (0..CATEGORIES.len())
+            .map(|c| steps.iter().map(|s| s.breakdown_us[c]).sum::<f64>() / n)
+            .collect(),
+        dataloader_cpu_us: steps.iter().map(|s| s.dataloader_cpu_us).sum::<f64>() / n,
+    };
+    let verdicts = verdicts(&mean);
+    Some(StepOverview {
+        steps,
+        mean,
+        verdicts,
+    })
+}
+
+/// Index of the data loader in [`CATEGORIES`].
+const DATALOADER: usize = 5;
+
+/// The busy intervals of each category but "other", in precedence order.
+fn classes(trace: &Trace) -> Vec<Vec<Interval>> {
+    let e = &trace.events;
+    let mut classes: Vec<Vec<Interval>> = vec![Vec::new(); CATEGORIES.len() - 1];
+    for i in 0..e.len() {
+        let name = trace.names.get(e.name[i]);
+        let class = match e.kind[i] {
+            Kind::Kernel if KernelType::of(name) == KernelType::Communication => 3,
+            Kind::Kernel => 0,
+            Kind::Memcpy => 1,
+            Kind::Memset => 2,
+            Kind::Runtime | Kind::Driver => 4,
+            _ if name.starts_with("ProfilerStep#") => continue,
+            Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction
+                if name.contains("DataLoader") =>
+            {
+                DATALOADER
+            }
+            Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction => 6,
+            _ => continue,
+        };
+        classes[class].push((e.ts[i], e.end(i)));
+    }
+    classes.into_iter().map(merge).collect()
+}
+
+fn clip(intervals: &[Interval], start: i64, end: i64) -> Vec<Interval> {
+    intervals
+        .iter()
+        .filter(|(s, e)| *e > start && *s < end)
+        .map(|&(s, e)| (s.max(start), e.min(end)))
+        .collect()
+}
+
+fn verdicts(mean: &Step) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    let dataloader = mean.dataloader_cpu_percent();
+    let idle = mean.gpu_idle_percent();
+    if dataloader >= DATALOADER_PERCENT {
+        out.push(Verdict {
+            kind: "input_pipeline",
+            percent: dataloader,
+            advice: format!(
+                "the data loader takes {dataloader:.0} % of each step and the GPU is idle \
+                 {idle:.0} % of it: the input pipeline is the bottleneck — more DataLoader \
+                 workers (num_workers), pin_memory=True, prefetching, or lighter \
+                 per-sample work"
+            ),
+        });
+    } else if idle >= GPU_IDLE_PERCENT {
+        out.push(Verdict {
+            kind: "gpu_starved",
+            percent: idle,
+            advice: format!(
+                "the GPU is idle {idle:.0} % of each step while the CPU runs operators \
+                 ({:.0} %) and runtime calls ({:.0} %): host-side work or synchronisation \
+                 (.item(), .cpu(), printing tensors) holds it back",
+                mean.percent("cpu_exec"),
+                mean.percent("runtime")
+            ),
+        });
+    }
+    let runtime = mean.percent("runtime");
+    if runtime >= RUNTIME_PERCENT {
+        out.push(Verdict {
+            kind: "launch_overhead",
+            percent: runtime,
+            advice: format!(
+                "CUDA runtime calls take {runtime:.0} % of each step: many small kernels — \
+                 CUDA graphs or torch.compile to fuse and batch launches"
+            ),
+        });
+    }
+    let memory = mean.percent("memcpy") + mean.percent("memset");
+    if memory >= MEMORY_PERCENT {
+        out.push(Verdict {
+            kind: "data_movement",
+            percent: memory,
+            advice: format!(
+                "copies and memsets take {memory:.0} % of each step: keep tensors on the \
+                 GPU, pin host memory and copy with non_blocking=True"
+            ),
+        });
+    }
+    let communication = mean.percent("communication");
+    if communication >= COMMUNICATION_PERCENT {
+        out.push(Verdict {
+            kind: "communication",
+            percent: communication,
+            advice: format!(
+                "communication alone takes {communication:.0} % of each step: overlap it \
+                 with computation (DDP bucket size, gradient accumulation) or reduce it"
+            ),
+        });
+    }
+    out
+}
