@@ -128,7 +128,13 @@ pub struct Events {
     pub bytes: Vec<i64>,
     /// `args.device` of GPU work, `args.Device Id` of memory events, or [`NONE`].
     pub device: Vec<i64>,
+    /// `args.Input Dims` of operators recorded with `record_shapes`, as compact JSON
+    /// (`[[8,3,224,224],[64,3,7,7]]`), interned; [`NO_SHAPES`] without.
+    pub shapes: Vec<u32>,
 }
+
+/// No input shapes recorded.
+pub const NO_SHAPES: u32 = u32::MAX;
 
 impl Events {
     /// The number of events.
@@ -172,6 +178,8 @@ pub struct Event {
     pub bytes: i64,
     /// Device or [`NONE`].
     pub device: i64,
+    /// Interned input shapes or [`NO_SHAPES`].
+    pub shapes: u32,
 }
 
 impl Events {
@@ -188,6 +196,7 @@ impl Events {
         self.external_id.push(e.external_id);
         self.bytes.push(e.bytes);
         self.device.push(e.device);
+        self.shapes.push(e.shapes);
     }
 }
 

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::{paragraph, table};
+use crate::analysis::trace::operators::OperatorStats;
 use crate::analysis::trace::report::RankReport;
 
 /// JSON schema name and version of [`json`]'s output.
@@ -44,6 +45,8 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
                 r.events
             )?;
             writeln!(out)?;
+            steps(out, r, width)?;
+            operators(out, r, width)?;
             continue;
         };
         if r.counter_ranges > 0 {
@@ -114,6 +117,44 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
         launches(out, r, width)?;
         copies(out, r, width)?;
         steps(out, r, width)?;
+        operators(out, r, width)?;
+    }
+    Ok(())
+}
+
+fn operators(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    let o = &r.operators;
+    let tables: [(&str, &[OperatorStats]); 3] = [
+        ("CPU operators by self time", &o.by_self_time),
+        (
+            "CPU operators by the GPU time they launched",
+            &o.by_gpu_time,
+        ),
+        ("CPU operators by input shapes (total time)", &o.by_shapes),
+    ];
+    for (title, rows) in tables {
+        if rows.is_empty() {
+            continue;
+        }
+        writeln!(out, "{title}")?;
+        let mut t = table(width);
+        t.set_header(["operator", "n", "self ms", "total ms", "GPU ms"]);
+        for s in rows {
+            let name = match &s.input_shapes {
+                Some(shapes) => format!("{} {shapes}", s.name),
+                None => s.name.clone(),
+            };
+            t.add_row([
+                clip(&name, NAME_COLUMN + 8),
+                s.count.to_string(),
+                format!("{:.2}", s.self_us / 1000.0),
+                format!("{:.2}", s.total_us / 1000.0),
+                format!("{:.2}", s.gpu_us / 1000.0),
+            ]);
+        }
+        right_align(&mut t, &[1, 2, 3, 4]);
+        writeln!(out, "{t}")?;
+        writeln!(out)?;
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use crate::model::trace::{Event, Kind, Trace, NONE};
+use crate::model::trace::{Event, Kind, Trace, NONE, NO_SHAPES};
 use crate::progress::Progress;
 use crate::{Error, Result};
 
@@ -202,6 +202,8 @@ struct RawArgs {
     bytes: Option<Number>,
     #[serde(default, alias = "Device Id")]
     device: Option<Number>,
+    #[serde(default, rename = "Input Dims")]
+    input_dims: Option<serde_json::Value>,
 }
 
 /// The event phase: one of Chrome's trace-event letters.
@@ -332,6 +334,10 @@ fn add(trace: &mut Trace, seen: &mut Seen, raw: RawEvent) {
     };
     let args = raw.args.unwrap_or_default();
     let name = trace.names.intern(raw.name.as_deref().unwrap_or(""));
+    let shapes = match &args.input_dims {
+        Some(dims @ serde_json::Value::Array(_)) => trace.names.intern(&dims.to_string()),
+        _ => NO_SHAPES,
+    };
     trace.events.push(Event {
         kind,
         name,
@@ -344,6 +350,7 @@ fn add(trace: &mut Trace, seen: &mut Seen, raw: RawEvent) {
         external_id: Number::int(args.external_id),
         bytes: Number::int(args.bytes),
         device: Number::int(args.device),
+        shapes,
     });
 }
 

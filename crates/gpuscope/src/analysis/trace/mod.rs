@@ -9,6 +9,7 @@ pub mod intervals;
 pub mod kernel_type;
 pub mod kernels;
 pub mod launches;
+pub mod operators;
 pub mod overlap;
 pub mod report;
 pub mod scope;

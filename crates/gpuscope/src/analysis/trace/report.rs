@@ -9,6 +9,7 @@ use super::copies::{copies, CopyKind};
 use super::idle::{idle_by_stream, StreamIdle};
 use super::kernels::{top_kernels, type_breakdown, KernelStats, TypeTime};
 use super::launches::{launch_stats, LaunchStats};
+use super::operators::{operators, Operators};
 use super::overlap::comm_comp_overlap_percent;
 use super::scope::{scope, Clock};
 use super::steps::{step_overview, StepOverview};
@@ -49,6 +50,8 @@ pub struct RankReport {
     pub copies: Vec<CopyKind>,
     /// The profiler steps and the verdicts on them; `null` without `ProfilerStep#N`.
     pub steps: Option<StepOverview>,
+    /// CPU operators by self time, by GPU time launched, and by input shapes.
+    pub operators: Operators,
 }
 
 /// The analyses of `traces` on `clock`, listing `top` kernels by name.
@@ -74,6 +77,7 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
                 launches: launch_stats(trace, &s),
                 copies: copies(trace, &s),
                 steps: step_overview(trace),
+                operators: operators(trace, top),
             }
         })
         .collect()

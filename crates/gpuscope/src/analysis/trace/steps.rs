@@ -144,7 +144,7 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
             .collect(),
         dataloader_cpu_us: steps.iter().map(|s| s.dataloader_cpu_us).sum::<f64>() / n,
     };
-    let verdicts = verdicts(&mean);
+    let verdicts = verdicts(&mean, trace.has_gpu_work());
     Some(StepOverview {
         steps,
         mean,
@@ -189,7 +189,8 @@ fn clip(intervals: &[Interval], start: i64, end: i64) -> Vec<Interval> {
         .collect()
 }
 
-fn verdicts(mean: &Step) -> Vec<Verdict> {
+/// The verdicts on the mean step; those about the GPU only when there is one.
+fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
     let mut out = Vec::new();
     let dataloader = mean.dataloader_cpu_percent();
     let idle = mean.gpu_idle_percent();
@@ -198,13 +199,17 @@ fn verdicts(mean: &Step) -> Vec<Verdict> {
             kind: "input_pipeline",
             percent: dataloader,
             advice: format!(
-                "the data loader takes {dataloader:.0} % of each step and the GPU is idle \
-                 {idle:.0} % of it: the input pipeline is the bottleneck — more DataLoader \
-                 workers (num_workers), pin_memory=True, prefetching, or lighter \
-                 per-sample work"
+                "the data loader takes {dataloader:.0} % of each step{}: the input pipeline \
+                 is the bottleneck — more DataLoader workers (num_workers), \
+                 pin_memory=True, prefetching, or lighter per-sample work",
+                if gpu {
+                    format!(" and the GPU is idle {idle:.0} % of it")
+                } else {
+                    String::new()
+                }
             ),
         });
-    } else if idle >= GPU_IDLE_PERCENT {
+    } else if gpu && idle >= GPU_IDLE_PERCENT {
         out.push(Verdict {
             kind: "gpu_starved",
             percent: idle,
