@@ -304,13 +304,16 @@ fn short_name(name: &str) -> String {
     let name = name.strip_prefix("void ").unwrap_or(name);
     let mut depth = 0usize;
     let mut out = String::new();
+    let mut previous = ' ';
     for c in name.chars() {
         match c {
             '<' | '(' => depth += 1,
+            '>' if previous == '-' => {} // an arrow, `Pageable -> Device`
             '>' | ')' => depth = depth.saturating_sub(1),
             _ if depth == 0 => out.push(c),
             _ => {}
         }
+        previous = c;
     }
     let out = out.trim();
     if out.is_empty() {
