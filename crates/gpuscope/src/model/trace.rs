@@ -53,6 +53,24 @@ impl Kind {
         }
     }
 
+    /// Its name in reports (`cpu_op`, `runtime`, `kernel`, ...).
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::CpuOp => "cpu_op",
+            Kind::Runtime => "runtime",
+            Kind::Driver => "driver",
+            Kind::Kernel => "kernel",
+            Kind::Memcpy => "memcpy",
+            Kind::Memset => "memset",
+            Kind::UserAnnotation => "user_annotation",
+            Kind::GpuUserAnnotation => "gpu_user_annotation",
+            Kind::PythonFunction => "python_function",
+            Kind::Sync => "sync",
+            Kind::Memory => "memory",
+            Kind::Other => "other",
+        }
+    }
+
     /// True for work that runs on a GPU stream: kernels, copies and memsets.
     pub fn is_gpu(self) -> bool {
         matches!(self, Kind::Kernel | Kind::Memcpy | Kind::Memset)

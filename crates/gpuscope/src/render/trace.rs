@@ -117,7 +117,63 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
         launches(out, r, width)?;
         copies(out, r, width)?;
         steps(out, r, width)?;
+        gaps(out, r, width)?;
         operators(out, r, width)?;
+        memory(out, r, width)?;
+    }
+    Ok(())
+}
+
+fn gaps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    if r.largest_gaps.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "Largest GPU gaps, and what the CPU was doing")?;
+    for g in &r.largest_gaps {
+        let doing: Vec<String> = g
+            .cpu
+            .iter()
+            .map(|c| format!("{} ({:.0} µs)", c.name, c.overlap_us))
+            .collect();
+        let doing = if doing.is_empty() {
+            "nothing recorded".to_owned()
+        } else {
+            doing.join("; ")
+        };
+        let line = format!(
+            "  {:>10.1} µs at {:.1} ms: {doing}",
+            g.duration_us,
+            g.start_us / 1000.0
+        );
+        paragraph(out, &line, width)?;
+    }
+    writeln!(out)
+}
+
+fn memory(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    for m in &r.memory {
+        let mb = |b: i64| b as f64 / (1u64 << 20) as f64;
+        let line = format!(
+            "Memory on {} ({} events): peak {:.1} MB at {:.1} ms, {:.1} MB at the end \
+             (counted from the start of the trace)",
+            m.device,
+            m.events,
+            mb(m.peak_bytes),
+            m.peak_at_us / 1000.0,
+            mb(m.end_bytes)
+        );
+        paragraph(out, &line, width)?;
+        let mut t = table(width);
+        t.set_header(["allocated most by the peak", "MB"]);
+        for a in &m.top_allocators {
+            t.add_row([
+                clip(&a.name, NAME_COLUMN + 8),
+                format!("{:.1}", mb(a.net_bytes)),
+            ]);
+        }
+        right_align(&mut t, &[1]);
+        writeln!(out, "{t}")?;
+        writeln!(out)?;
     }
     Ok(())
 }

@@ -4,11 +4,13 @@
 //! it departs.
 
 pub mod copies;
+pub mod gaps;
 pub mod idle;
 pub mod intervals;
 pub mod kernel_type;
 pub mod kernels;
 pub mod launches;
+pub mod memory;
 pub mod operators;
 pub mod overlap;
 pub mod report;

@@ -6,15 +6,20 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::copies::{copies, CopyKind};
+use super::gaps::{largest_gaps, Gap};
 use super::idle::{idle_by_stream, StreamIdle};
 use super::kernels::{top_kernels, type_breakdown, KernelStats, TypeTime};
 use super::launches::{launch_stats, LaunchStats};
+use super::memory::{memory_timeline, DeviceMemory};
 use super::operators::{operators, Operators};
 use super::overlap::comm_comp_overlap_percent;
 use super::scope::{scope, Clock};
 use super::steps::{step_overview, StepOverview};
 use super::temporal::{temporal, Temporal};
 use crate::trace::TraceFile;
+
+/// Gaps listed per rank.
+const GAPS: usize = 5;
 
 /// One rank's trace, analysed.
 #[derive(Debug, Clone, Serialize)]
@@ -52,6 +57,10 @@ pub struct RankReport {
     pub steps: Option<StepOverview>,
     /// CPU operators by self time, by GPU time launched, and by input shapes.
     pub operators: Operators,
+    /// The largest gaps on the GPU timeline and what the CPU did meanwhile.
+    pub largest_gaps: Vec<Gap>,
+    /// Memory over time per device, from `profile_memory=True` traces.
+    pub memory: Vec<DeviceMemory>,
 }
 
 /// The analyses of `traces` on `clock`, listing `top` kernels by name.
@@ -78,6 +87,8 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
                 copies: copies(trace, &s),
                 steps: step_overview(trace),
                 operators: operators(trace, top),
+                largest_gaps: largest_gaps(trace, &s, GAPS),
+                memory: memory_timeline(trace),
             }
         })
         .collect()
