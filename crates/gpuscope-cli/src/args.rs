@@ -49,7 +49,8 @@ pub enum Command {
         gpuscope trace profiler_traces/rank0.1738277380.pt.trace.json.gz\n  \
         gpuscope trace profiler_traces/              every rank's trace, read in parallel\n  \
         gpuscope trace trace.json --format json | jq '.ranks[0].temporal'\n  \
-        gpuscope trace trace.json.gz --hta-compat    times rounded as HTA rounds them\n\n\
+        gpuscope trace trace.json.gz --hta-compat    times rounded as HTA rounds them\n  \
+        gpuscope trace before.json.gz --diff after.json.gz\n\n\
         The last profiler step is left out when there are two or more, as HTA does.")]
     Trace(TraceArgs),
     /// Analyse CUDA allocator snapshots (not implemented yet)
@@ -130,6 +131,10 @@ pub struct TraceArgs {
     /// down), to compare with its figures; default: exact nanoseconds
     #[arg(long)]
     pub hta_compat: bool,
+    /// Compare with this trace instead: kernels and operators added, removed, slower,
+    /// faster (the first rank of each when given directories)
+    #[arg(long, value_name = "TRACE")]
+    pub diff: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -1,29 +1,62 @@
-//! `gpuscope trace`: analyse PyTorch profiler traces.
+//! `gpuscope trace`: analyse PyTorch profiler traces, or compare two.
 
+use std::path::Path;
+
+use gpuscope::analysis::trace::diff::diff;
+use gpuscope::analysis::trace::ranks::compare_ranks;
 use gpuscope::analysis::trace::report::report;
-use gpuscope::analysis::trace::scope::Clock;
+use gpuscope::analysis::trace::scope::{scope, Clock};
 use gpuscope::render::trace as render;
-use gpuscope::trace::load_traces;
+use gpuscope::trace::{load_traces, TraceFile};
 
 use crate::args::{TraceArgs, TraceFormat};
 use crate::{output, Failure};
 
 pub fn run(args: TraceArgs) -> Result<(), Failure> {
-    let loaded = load_traces(&args.path, &mut output::progress("reading"))?;
-    for why in &loaded.skipped {
-        eprintln!("skipped {why}");
-    }
     let (clock, clock_name) = if args.hta_compat {
         (Clock::HtaRounded, "hta-rounded")
     } else {
         (Clock::Exact, "exact")
     };
-    let ranks = report(&loaded.traces, clock, args.top);
+    let traces = load(&args.path)?;
     let mut out = output::open(args.output.as_deref())?;
+    if let Some(other) = &args.diff {
+        let others = load(other)?;
+        let (a, b) = (&traces[0], &others[0]);
+        let d = diff(
+            (&a.trace, &scope(&a.trace, clock)),
+            (&b.trace, &scope(&b.trace, clock)),
+        );
+        match args.format {
+            TraceFormat::Text => {
+                render::diff_text(&a.path, &b.path, &d, output::text_width(), &mut out)?
+            }
+            TraceFormat::Json => render::diff_json(&a.path, &b.path, &d, &mut out)?,
+        }
+        out.flush()?;
+        return Ok(());
+    }
+    let ranks = report(&traces, clock, args.top);
+    let comparison = compare_ranks(&ranks);
     match args.format {
-        TraceFormat::Text => render::text(&ranks, output::text_width(), &mut out)?,
-        TraceFormat::Json => render::json(&ranks, clock_name, &mut out)?,
+        TraceFormat::Text => {
+            let width = output::text_width();
+            render::text(&ranks, width, &mut out)?;
+            if let Some(c) = &comparison {
+                render::ranks_text(c, width, &mut out)?;
+            }
+        }
+        TraceFormat::Json => render::json(&ranks, comparison.as_ref(), clock_name, &mut out)?,
     }
     out.flush()?;
     Ok(())
+}
+
+/// The traces at `path`; files of a directory that are not traces are named on stderr.
+fn load(path: &Path) -> Result<Vec<TraceFile>, Failure> {
+    let loaded = load_traces(path, &mut output::progress("reading"))?;
+    for why in &loaded.skipped {
+        eprintln!("skipped {why}");
+    }
+    Ok(loaded.traces)
 }

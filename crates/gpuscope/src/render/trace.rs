@@ -2,32 +2,150 @@
 //! JSON document.
 
 use std::io::{self, Write};
+use std::path::Path;
 
 use serde::Serialize;
 
 use super::{paragraph, table};
+use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::operators::OperatorStats;
+use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
 
 /// JSON schema name and version of [`json`]'s output.
 pub const SCHEMA: &str = "gpuscope.trace/1";
+
+/// JSON schema name and version of [`diff_json`]'s output.
+pub const DIFF_SCHEMA: &str = "gpuscope.trace-diff/1";
 
 #[derive(Serialize)]
 struct JsonDoc<'a> {
     schema: &'static str,
     clock: &'static str,
     ranks: &'a [RankReport],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rank_comparison: Option<&'a RankComparison>,
 }
 
 /// The `gpuscope.trace/1` document; `clock` says how times were taken (`exact`,
 /// `hta-rounded`).
-pub fn json(ranks: &[RankReport], clock: &'static str, out: &mut dyn Write) -> io::Result<()> {
+pub fn json(
+    ranks: &[RankReport],
+    comparison: Option<&RankComparison>,
+    clock: &'static str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let doc = JsonDoc {
         schema: SCHEMA,
         clock,
         ranks,
+        rank_comparison: comparison,
     };
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
+    writeln!(out)
+}
+
+#[derive(Serialize)]
+struct DiffDoc<'a> {
+    schema: &'static str,
+    a: &'a Path,
+    b: &'a Path,
+    #[serde(flatten)]
+    diff: &'a TraceDiff,
+}
+
+/// The `gpuscope.trace-diff/1` document: how trace `b` differs from trace `a`.
+pub fn diff_json(a: &Path, b: &Path, diff: &TraceDiff, out: &mut dyn Write) -> io::Result<()> {
+    let doc = DiffDoc {
+        schema: DIFF_SCHEMA,
+        a,
+        b,
+        diff,
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
+    writeln!(out)
+}
+
+/// The difference of `b` from `a` as text.
+pub fn diff_text(
+    a: &Path,
+    b: &Path,
+    diff: &TraceDiff,
+    width: u16,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(out, "A: {}", a.display())?;
+    writeln!(out, "B: {}", b.display())?;
+    for (what, d) in [
+        ("GPU kernels", &diff.kernels),
+        ("CPU operators", &diff.operators),
+    ] {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{what}: {:.1} ms in A, {:.1} ms in B",
+            d.total_a_us / 1000.0,
+            d.total_b_us / 1000.0
+        )?;
+        for (title, rows) in [
+            ("slower in B", &d.slower),
+            ("faster in B", &d.faster),
+            ("only in B", &d.added),
+            ("only in A", &d.removed),
+        ] {
+            if rows.is_empty() {
+                continue;
+            }
+            let mut t = table(width);
+            t.set_header([title, "n A", "ms A", "n B", "ms B", "Δ ms"]);
+            for c in rows {
+                t.add_row([
+                    clip(&short_name(&c.name), NAME_COLUMN - 4),
+                    c.count_a.to_string(),
+                    format!("{:.2}", c.total_a_us / 1000.0),
+                    c.count_b.to_string(),
+                    format!("{:.2}", c.total_b_us / 1000.0),
+                    format!("{:+.2}", c.change_us / 1000.0),
+                ]);
+            }
+            right_align(&mut t, &[1, 2, 3, 4, 5]);
+            writeln!(out, "{t}")?;
+        }
+    }
+    Ok(())
+}
+
+/// The ranks side by side, and the stragglers.
+pub fn ranks_text(c: &RankComparison, width: u16, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "Ranks side by side")?;
+    let mut t = table(width);
+    t.set_header(["rank", "step ms", "compute ms", "comm ms", "idle ms"]);
+    for r in &c.ranks {
+        t.add_row([
+            r.rank.to_string(),
+            r.mean_step_us
+                .map_or("-".into(), |us| format!("{:.1}", us / 1000.0)),
+            format!("{:.1}", r.compute_us / 1000.0),
+            format!("{:.1}", r.communication_us / 1000.0),
+            format!("{:.1}", r.idle_us / 1000.0),
+        ]);
+    }
+    right_align(&mut t, &[0, 1, 2, 3, 4]);
+    writeln!(out, "{t}")?;
+    for s in &c.stragglers {
+        let line = format!(
+            "Straggler: rank {} computes {:.0} % longer than the median rank; the others \
+             wait for it in their collectives.",
+            s.rank, s.compute_over_median_percent
+        );
+        paragraph(out, &line, width)?;
+    }
+    if c.stragglers.is_empty() {
+        writeln!(
+            out,
+            "No straggler: no rank computes 5 % longer than the median."
+        )?;
+    }
     writeln!(out)
 }
 

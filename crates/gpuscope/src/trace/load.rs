@@ -49,6 +49,7 @@ pub fn load_traces(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Lo
     }
     let mut files: Vec<(PathBuf, u64)> = walkdir::WalkDir::new(path)
         .max_depth(2)
+        .follow_links(true)
         .into_iter()
         .filter_map(std::result::Result::ok)
         .filter(|e| e.file_type().is_file() && is_trace_file_name(&e.file_name().to_string_lossy()))

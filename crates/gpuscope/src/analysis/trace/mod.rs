@@ -4,6 +4,7 @@
 //! it departs.
 
 pub mod copies;
+pub mod diff;
 pub mod gaps;
 pub mod idle;
 pub mod intervals;
@@ -13,6 +14,7 @@ pub mod launches;
 pub mod memory;
 pub mod operators;
 pub mod overlap;
+pub mod ranks;
 pub mod report;
 pub mod scope;
 pub mod steps;

@@ -1,0 +1,89 @@
+//! Several ranks of one job side by side: each rank's step time, compute and
+//! communication, and the stragglers. In synchronous data-parallel training every rank
+//! waits in its collectives for the slowest, so the straggler is the rank that computes
+//! longest — and communicates least, since it waits least.
+
+use serde::Serialize;
+
+use super::report::RankReport;
+
+/// A rank computing this much longer than the median of the ranks is a straggler.
+pub const STRAGGLER_PERCENT: f64 = 5.0;
+
+/// One rank's figures in the comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankFigures {
+    /// The rank.
+    pub rank: u32,
+    /// Mean profiler step, µs (`null` without steps).
+    pub mean_step_us: Option<f64>,
+    /// Compute time, µs.
+    pub compute_us: f64,
+    /// Time any communication kernel ran, µs.
+    pub communication_us: f64,
+    /// Idle time, µs.
+    pub idle_us: f64,
+}
+
+/// A rank slower than the others.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Straggler {
+    /// The rank.
+    pub rank: u32,
+    /// How much longer it computes than the median rank, percent.
+    pub compute_over_median_percent: f64,
+}
+
+/// The ranks compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankComparison {
+    /// Every rank with GPU work, in rank order.
+    pub ranks: Vec<RankFigures>,
+    /// Ranks computing [`STRAGGLER_PERCENT`] or more longer than the median, slowest first.
+    pub stragglers: Vec<Straggler>,
+}
+
+/// The comparison of `ranks`; `None` for fewer than two ranks with GPU work.
+pub fn compare_ranks(ranks: &[RankReport]) -> Option<RankComparison> {
+    let figures: Vec<RankFigures> = ranks
+        .iter()
+        .filter_map(|r| {
+            let t = r.temporal.as_ref()?;
+            Some(RankFigures {
+                rank: r.rank,
+                mean_step_us: r.steps.as_ref().map(|s| s.mean.duration_us),
+                compute_us: t.compute_time_us,
+                communication_us: r
+                    .kernel_types
+                    .iter()
+                    .filter(|k| k.kernel_type.contains("COMMUNICATION"))
+                    .map(|k| k.sum_us)
+                    .sum(),
+                idle_us: t.idle_time_us,
+            })
+        })
+        .collect();
+    if figures.len() < 2 {
+        return None;
+    }
+    let mut compute: Vec<f64> = figures.iter().map(|f| f.compute_us).collect();
+    compute.sort_by(f64::total_cmp);
+    let median = compute[compute.len() / 2];
+    let mut stragglers: Vec<Straggler> = figures
+        .iter()
+        .filter(|_| median > 0.0)
+        .map(|f| Straggler {
+            rank: f.rank,
+            compute_over_median_percent: (f.compute_us - median) * 100.0 / median,
+        })
+        .filter(|s| s.compute_over_median_percent >= STRAGGLER_PERCENT)
+        .collect();
+    stragglers.sort_by(|a, b| {
+        b.compute_over_median_percent
+            .total_cmp(&a.compute_over_median_percent)
+    });
+    Some(RankComparison {
+        ranks: figures,
+        stragglers,
+    })
+}
