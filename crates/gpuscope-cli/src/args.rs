@@ -50,7 +50,8 @@ pub enum Command {
         gpuscope trace profiler_traces/              every rank's trace, read in parallel\n  \
         gpuscope trace trace.json --format json | jq '.ranks[0].temporal'\n  \
         gpuscope trace trace.json.gz --hta-compat    times rounded as HTA rounds them\n  \
-        gpuscope trace before.json.gz --diff after.json.gz\n\n\
+        gpuscope trace before.json.gz --diff after.json.gz\n  \
+        gpuscope trace traces/ --export tables/       then: duckdb -c \"select ... from 'tables/kernels.csv'\"\n\n\
         The last profiler step is left out when there are two or more, as HTA does.")]
     Trace(TraceArgs),
     /// Analyse CUDA allocator snapshots (not implemented yet)
@@ -133,8 +134,12 @@ pub struct TraceArgs {
     pub hta_compat: bool,
     /// Compare with this trace instead: kernels and operators added, removed, slower,
     /// faster (the first rank of each when given directories)
-    #[arg(long, value_name = "TRACE")]
+    #[arg(long, value_name = "TRACE", conflicts_with = "export")]
     pub diff: Option<PathBuf>,
+    /// Write the kernel and operator tables, one row per event, as kernels.csv and
+    /// operators.csv into DIR (created if missing), instead of a report
+    #[arg(long, value_name = "DIR")]
+    pub export: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -7,6 +7,7 @@ use gpuscope::analysis::trace::ranks::compare_ranks;
 use gpuscope::analysis::trace::report::report;
 use gpuscope::analysis::trace::scope::{scope, Clock};
 use gpuscope::render::trace as render;
+use gpuscope::render::trace_export as export;
 use gpuscope::trace::{load_traces, TraceFile};
 
 use crate::args::{TraceArgs, TraceFormat};
@@ -19,6 +20,9 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
         (Clock::Exact, "exact")
     };
     let traces = load(&args.path)?;
+    if let Some(dir) = &args.export {
+        return export(&traces, dir);
+    }
     let mut out = output::open(args.output.as_deref())?;
     if let Some(other) = &args.diff {
         let others = load(other)?;
@@ -49,6 +53,22 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
         TraceFormat::Json => render::json(&ranks, comparison.as_ref(), clock_name, &mut out)?,
     }
     out.flush()?;
+    Ok(())
+}
+
+/// Writes kernels.csv and operators.csv into `dir`.
+fn export(traces: &[TraceFile], dir: &Path) -> Result<(), Failure> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Failure::Usage(format!("{}: cannot create: {e}", dir.display())))?;
+    let kernels = dir.join("kernels.csv");
+    let mut out = output::open(Some(&kernels))?;
+    export::kernels_csv(traces, &mut out)?;
+    out.flush()?;
+    let operators = dir.join("operators.csv");
+    let mut out = output::open(Some(&operators))?;
+    export::operators_csv(traces, &mut out)?;
+    out.flush()?;
+    eprintln!("wrote {} and {}", kernels.display(), operators.display());
     Ok(())
 }
 

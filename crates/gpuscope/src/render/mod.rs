@@ -4,6 +4,7 @@
 pub mod report;
 pub mod tb;
 pub mod trace;
+pub mod trace_export;
 
 /// Output formats a renderer can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
