@@ -146,6 +146,8 @@ pub struct TraceArgs {
 pub enum TraceFormat {
     Text,
     Json,
+    /// One self-contained page with charts (write it with -o trace.html)
+    Html,
 }
 
 /// Arguments of subcommands that later work fills in; accepted so `--help` shows them.

@@ -8,6 +8,7 @@ use gpuscope::analysis::trace::report::report;
 use gpuscope::analysis::trace::scope::{scope, Clock};
 use gpuscope::render::trace as render;
 use gpuscope::render::trace_export as export;
+use gpuscope::render::trace_html;
 use gpuscope::trace::{load_traces, TraceFile};
 
 use crate::args::{TraceArgs, TraceFormat};
@@ -35,7 +36,9 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
             TraceFormat::Text => {
                 render::diff_text(&a.path, &b.path, &d, output::text_width(), &mut out)?
             }
-            TraceFormat::Json => render::diff_json(&a.path, &b.path, &d, &mut out)?,
+            TraceFormat::Json | TraceFormat::Html => {
+                render::diff_json(&a.path, &b.path, &d, &mut out)?
+            }
         }
         out.flush()?;
         return Ok(());
@@ -51,6 +54,7 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
             }
         }
         TraceFormat::Json => render::json(&ranks, comparison.as_ref(), clock_name, &mut out)?,
+        TraceFormat::Html => trace_html::html(&ranks, comparison.as_ref(), &mut out)?,
     }
     out.flush()?;
     Ok(())

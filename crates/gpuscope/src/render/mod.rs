@@ -1,10 +1,13 @@
 //! Renderers: turn model and analysis results into text for terminals, JSON for scripts,
 //! CSV for spreadsheets. They write to any `io::Write` and never compute a statistic.
 
+pub mod html;
 pub mod report;
+pub mod svg;
 pub mod tb;
 pub mod trace;
 pub mod trace_export;
+pub mod trace_html;
 
 /// Output formats a renderer can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

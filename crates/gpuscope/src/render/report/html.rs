@@ -10,36 +10,18 @@ use std::io::{self, Write};
 
 use html_escape::encode_text as text;
 
-use super::svg::{chart, Chart, Line, Marker};
 use crate::analysis::compare::Comparison;
 use crate::analysis::report::{Report, RunReport};
 use crate::analysis::spread::RankSpread;
 use crate::analysis::summary::Figures;
 use crate::analysis::timeline::{Timeline, Unit};
 use crate::model::memory::{mb, mb_signed, percent};
-
-const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;color:#222;margin:24px auto;\
-max-width:980px;padding:0 16px}h1{font-size:22px}h2{font-size:18px;border-bottom:2px solid \
-#4e79a7;padding-bottom:4px;margin-top:36px}h3{font-size:15px;margin:18px 0 4px}\
-table{border-collapse:collapse;margin:6px 0}td,th{padding:2px 10px;text-align:right;\
-border-bottom:1px solid #e4e4ea}td:first-child,th:first-child{text-align:left}\
-.verdict{padding:8px 12px;border-radius:4px;margin:10px 0}.leak{background:#fde2e1}\
-.ok{background:#e3f1e1}.advice li{margin:3px 0}.chart{display:block;max-width:100%;height:auto}\
-.tick{font-size:11px;fill:#555}.axis{font-size:11px;fill:#333}.legend{font-size:12px}\
-.marker-label{font-size:10px}.meta,.skipped{color:#666}";
+use crate::render::html::{page_end, page_start};
+use crate::render::svg::{chart, Chart, Line, Marker};
 
 /// Writes the report as one HTML page.
 pub fn html(report: &Report, out: &mut dyn Write) -> io::Result<()> {
-    let mut page = String::with_capacity(64 * 1024);
-    let _ = write!(
-        page,
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width\">\
-         <title>gpuscope report</title><style>{STYLE}</style></head><body>\
-         <h1>gpuscope report</h1><p class=\"meta\">{} run(s) · gpuscope {}</p>",
-        report.runs.len(),
-        env!("CARGO_PKG_VERSION")
-    );
+    let mut page = page_start("gpuscope report", &format!("{} run(s)", report.runs.len()));
     for run in &report.runs {
         run_section(&mut page, run);
     }
@@ -49,7 +31,7 @@ pub fn html(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     if let Some(c) = &report.comparison {
         comparison_section(&mut page, c);
     }
-    page.push_str("</body></html>\n");
+    page_end(&mut page);
     out.write_all(page.as_bytes())
 }
 
@@ -271,6 +253,7 @@ fn titled_chart(
     chart(
         &Chart {
             title,
+            x_label: "iteration",
             x: &t.iterations,
             lines,
             stacked,

@@ -2,7 +2,7 @@
 //! for scripts, and a self-contained HTML page with charts.
 
 mod html;
-mod svg;
+
 mod text;
 mod timeline;
 

@@ -45,11 +45,13 @@ pub struct Marker {
     pub alert: bool,
 }
 
-/// A chart over iterations.
+/// A chart of series over a whole-number x axis (iterations, steps, milliseconds).
 pub struct Chart<'a> {
     /// What it shows (the SVG's accessible title).
     pub title: &'a str,
-    /// The iterations.
+    /// What x counts (`iteration`, `ms`).
+    pub x_label: &'a str,
+    /// The x values.
     pub x: &'a [i64],
     /// The series.
     pub lines: Vec<Line<'a>>,
@@ -110,9 +112,10 @@ pub fn chart(c: &Chart, out: &mut String) {
     }
     let _ = write!(
         out,
-        r##"<text x="{}" y="{}" text-anchor="middle" class="axis">iteration</text>"##,
+        r##"<text x="{}" y="{}" text-anchor="middle" class="axis">{}</text>"##,
         (LEFT + RIGHT) / 2.0,
-        height - 2.0
+        height - 2.0,
+        text(c.x_label)
     );
     for (i, line) in c.lines.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
@@ -321,6 +324,7 @@ mod tests {
         chart(
             &Chart {
                 title: "a<b",
+                x_label: "iteration",
                 x: &[0, 1],
                 lines: vec![Line {
                     name: "\"><script>",

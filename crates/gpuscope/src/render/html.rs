@@ -1,0 +1,55 @@
+//! What every HTML page of gpuscope shares: the page frame with its inline style, and
+//! tables whose cells are escaped. Pages are one file each: no script, nothing fetched.
+
+use std::fmt::Write;
+
+use html_escape::encode_text;
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;color:#222;margin:24px auto;\
+max-width:980px;padding:0 16px}h1{font-size:22px}h2{font-size:18px;border-bottom:2px solid \
+#4e79a7;padding-bottom:4px;margin-top:36px}h3{font-size:15px;margin:18px 0 4px}\
+table{border-collapse:collapse;margin:6px 0}td,th{padding:2px 10px;text-align:right;\
+border-bottom:1px solid #e4e4ea}td:first-child,th:first-child{text-align:left}\
+.verdict{padding:8px 12px;border-radius:4px;margin:10px 0}.leak{background:#fde2e1}\
+.ok{background:#e3f1e1}.advice li{margin:3px 0}.chart{display:block;max-width:100%;height:auto}\
+.tick{font-size:11px;fill:#555}.axis{font-size:11px;fill:#333}.legend{font-size:12px}\
+.marker-label{font-size:10px}.meta,.skipped{color:#666}td.name{max-width:460px;\
+overflow-wrap:anywhere}";
+
+/// Starts a page titled `title`, with `meta` (already escaped HTML) under the heading.
+pub fn page_start(title: &str, meta: &str) -> String {
+    let mut page = String::with_capacity(64 * 1024);
+    let title = encode_text(title);
+    let _ = write!(
+        page,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\">\
+         <title>{title}</title><style>{STYLE}</style></head><body>\
+         <h1>{title}</h1><p class=\"meta\">{meta} · gpuscope {}</p>",
+        env!("CARGO_PKG_VERSION")
+    );
+    page
+}
+
+/// Ends the page.
+pub fn page_end(page: &mut String) {
+    page.push_str("</body></html>\n");
+}
+
+/// A table with a header row; every cell is escaped, the first column may wrap.
+pub fn table<S: AsRef<str>>(page: &mut String, header: &[&str], rows: &[Vec<S>]) {
+    page.push_str("<table><tr>");
+    for h in header {
+        let _ = write!(page, "<th>{}</th>", encode_text(h));
+    }
+    page.push_str("</tr>");
+    for row in rows {
+        page.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            let class = if i == 0 { " class=\"name\"" } else { "" };
+            let _ = write!(page, "<td{class}>{}</td>", encode_text(cell.as_ref()));
+        }
+        page.push_str("</tr>");
+    }
+    page.push_str("</table>");
+}
