@@ -33,7 +33,7 @@ pub fn html(
             .map(|r| {
                 vec![
                     r.rank.to_string(),
-                    r.mean_step_us.map_or("–".into(), |us| ms(us)),
+                    r.mean_step_us.map_or("–".into(), ms),
                     ms(r.compute_us),
                     ms(r.communication_us),
                     ms(r.idle_us),
