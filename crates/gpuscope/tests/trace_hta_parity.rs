@@ -7,6 +7,7 @@ use gpuscope::analysis::trace::idle::idle_by_stream;
 use gpuscope::analysis::trace::kernels::type_breakdown;
 use gpuscope::analysis::trace::launches::{launches, Launch};
 use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;
+use gpuscope::analysis::trace::queue::queue_lengths;
 use gpuscope::analysis::trace::scope::{scope, Clock};
 use gpuscope::analysis::trace::temporal::temporal;
 use gpuscope::trace::read_trace;
@@ -204,6 +205,41 @@ fn launches_pair_as_in_hta() {
             if !close(ours, theirs) {
                 failures.push(format!(
                     "{name} mean {what}: ours {ours:.3}, HTA {theirs:.3}"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn queue_lengths_match_hta() {
+    let reference = reference_more();
+    let mut failures = Vec::new();
+    for (name, want) in reference.as_object().unwrap() {
+        let Some(rows) = want["queue_length_summary"].as_array() else {
+            continue;
+        };
+        let trace = read_trace(
+            &common::shared_data(&format!("traces/{name}")),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let s = scope(&trace, Clock::HtaRounded);
+        let ours = queue_lengths(&trace, &s, &launches(&trace, &s));
+        for row in rows {
+            let stream = row["('stream', '')"].as_i64().unwrap();
+            let Some(q) = ours.iter().find(|q| q.stream == stream) else {
+                failures.push(format!("{name}: stream {stream} missing"));
+                continue;
+            };
+            let count = row["('queue_length', 'count')"].as_f64().unwrap() as usize;
+            let mean = row["('queue_length', 'mean')"].as_f64().unwrap();
+            let max = row["('queue_length', 'max')"].as_f64().unwrap() as i64;
+            if q.count != count || (q.mean - mean).abs() > 0.01 * mean.max(1.0) || q.max != max {
+                failures.push(format!(
+                    "{name} stream {stream}: ours {} / {:.3} / {}, HTA {count} / {mean:.3} / {max}",
+                    q.count, q.mean, q.max
                 ));
             }
         }

@@ -385,13 +385,28 @@ fn launches(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
     }
     right_align(&mut t, &[1, 2, 3, 4]);
     writeln!(out, "{t}")?;
+    for q in &r.queue_by_stream {
+        writeln!(
+            out,
+            "Stream {} queue: {:.1} launched kernels waiting on average, {} at most.",
+            q.stream, q.mean, q.max
+        )?;
+    }
     if l.shorter_than_launch > 0 {
         let line = format!(
-            "{} launches ({:.0} %) ran shorter on the GPU than their launch call on the CPU: \
-             launch-bound work — CUDA graphs or torch.compile fuse and batch it.",
+            "{} launches ({:.0} %) ran shorter on the GPU than their launch call on the CPU.",
             l.shorter_than_launch, l.shorter_than_launch_percent
         );
         paragraph(out, &line, width)?;
+    }
+    if r.launch_bound {
+        paragraph(
+            out,
+            "Launch-bound: most work is shorter than its launch and the queues stay short, \
+             so the GPU waits for the CPU to launch — CUDA graphs or torch.compile fuse and \
+             batch the launches.",
+            width,
+        )?;
     }
     writeln!(out)
 }

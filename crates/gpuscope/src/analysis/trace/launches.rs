@@ -12,7 +12,7 @@ use super::scope::Scope;
 use crate::model::trace::{Trace, NONE};
 
 /// Runtime calls that launch GPU work (CUDA and ROCm spellings).
-pub const LAUNCH_CALLS: [&str; 11] = [
+pub const LAUNCH_CALLS: [&str; 13] = [
     "cudaLaunchKernel",
     "cudaLaunchKernelExC",
     "cuLaunchKernel",
@@ -22,7 +22,9 @@ pub const LAUNCH_CALLS: [&str; 11] = [
     "hipLaunchKernel",
     "hipExtLaunchKernel",
     "hipModuleLaunchKernel",
+    "hipExtModuleLaunchKernel",
     "hipMemcpyAsync",
+    "hipMemcpyWithStream",
     "hipMemsetAsync",
 ];
 
@@ -121,9 +123,8 @@ pub struct LaunchStats {
     pub shorter_than_launch_percent: f64,
 }
 
-/// The statistics of the launches in `scope`; `None` without any.
-pub fn launch_stats(trace: &Trace, scope: &Scope) -> Option<LaunchStats> {
-    let all = launches(trace, scope);
+/// The statistics of `all` launches; `None` without any.
+pub fn launch_stats(all: &[Launch]) -> Option<LaunchStats> {
     let shorter = all.iter().filter(|l| l.gpu_ns < l.cpu_ns).count();
     Some(LaunchStats {
         count: all.len(),

@@ -14,6 +14,7 @@ pub mod launches;
 pub mod memory;
 pub mod operators;
 pub mod overlap;
+pub mod queue;
 pub mod ranks;
 pub mod report;
 pub mod scope;

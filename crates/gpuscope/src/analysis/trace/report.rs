@@ -9,14 +9,25 @@ use super::copies::{copies, CopyKind};
 use super::gaps::{largest_gaps, Gap};
 use super::idle::{idle_by_stream, StreamIdle};
 use super::kernels::{top_kernels, type_breakdown, KernelStats, TypeTime};
-use super::launches::{launch_stats, LaunchStats};
+use super::launches::{launch_stats, launches, LaunchStats};
 use super::memory::{memory_timeline, DeviceMemory};
 use super::operators::{operators, Operators};
 use super::overlap::comm_comp_overlap_percent;
+use super::queue::{queue_lengths, StreamQueue};
 use super::scope::{scope, Clock};
 use super::steps::{step_overview, StepOverview};
 use super::temporal::{temporal, Temporal};
 use crate::trace::TraceFile;
+
+/// Mean queue length under which launches cannot keep a stream fed.
+pub const LAUNCH_BOUND_QUEUE: f64 = 2.0;
+
+fn is_launch_bound(stats: &Option<LaunchStats>, queues: &[StreamQueue]) -> bool {
+    stats
+        .as_ref()
+        .is_some_and(|l| l.shorter_than_launch_percent >= 50.0)
+        && queues.iter().all(|q| q.mean < LAUNCH_BOUND_QUEUE)
+}
 
 /// Gaps listed per rank.
 const GAPS: usize = 5;
@@ -51,6 +62,11 @@ pub struct RankReport {
     pub comm_comp_overlap_percent: Option<f64>,
     /// Kernel launches; `null` without any.
     pub launches: Option<LaunchStats>,
+    /// Launched work waiting on each stream.
+    pub queue_by_stream: Vec<StreamQueue>,
+    /// Most work is shorter than its launch call and no stream's queue averages
+    /// [`LAUNCH_BOUND_QUEUE`] or more: the GPU waits for the CPU to launch.
+    pub launch_bound: bool,
     /// Copies and memsets by direction.
     pub copies: Vec<CopyKind>,
     /// The profiler steps and the verdicts on them; `null` without `ProfilerStep#N`.
@@ -70,6 +86,8 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
         .map(|file| {
             let trace = &file.trace;
             let s = scope(trace, clock);
+            let launched = launches(trace, &s);
+            let queues = queue_lengths(trace, &s, &launched);
             RankReport {
                 rank: trace.rank,
                 path: file.path.clone(),
@@ -83,7 +101,9 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
                 top_kernels: top_kernels(trace, &s, top),
                 idle_by_stream: idle_by_stream(trace, &s),
                 comm_comp_overlap_percent: comm_comp_overlap_percent(trace, &s),
-                launches: launch_stats(trace, &s),
+                launches: launch_stats(&launched),
+                launch_bound: is_launch_bound(&launch_stats(&launched), &queues),
+                queue_by_stream: queues,
                 copies: copies(trace, &s),
                 steps: step_overview(trace),
                 operators: operators(trace, top),
