@@ -88,6 +88,7 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
             let s = scope(trace, clock);
             let launched = launches(trace, &s);
             let queues = queue_lengths(trace, &s, &launched);
+            let launch_figures = launch_stats(&launched);
             RankReport {
                 rank: trace.rank,
                 path: file.path.clone(),
@@ -101,8 +102,8 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
                 top_kernels: top_kernels(trace, &s, top),
                 idle_by_stream: idle_by_stream(trace, &s),
                 comm_comp_overlap_percent: comm_comp_overlap_percent(trace, &s),
-                launches: launch_stats(&launched),
-                launch_bound: is_launch_bound(&launch_stats(&launched), &queues),
+                launch_bound: is_launch_bound(&launch_figures, &queues),
+                launches: launch_figures,
                 queue_by_stream: queues,
                 copies: copies(trace, &s),
                 steps: step_overview(trace),
