@@ -117,7 +117,8 @@ pub enum ReportFormat {
 
 #[derive(Debug, clap::Args)]
 pub struct TraceArgs {
-    /// A trace (.json or .json.gz), or a directory of per-rank traces
+    /// A trace (.json or .json.gz), a directory of per-rank traces, or the raw memory
+    /// timeline of torch.profiler's export_memory_timeline (.raw.gz, .raw.json)
     pub path: PathBuf,
     /// Output format
     #[arg(long, value_enum, default_value_t = TraceFormat::Text)]

@@ -3,12 +3,15 @@
 use std::path::Path;
 
 use gpuscope::analysis::trace::diff::diff;
+use gpuscope::analysis::trace::memory_categories::category_timeline;
 use gpuscope::analysis::trace::ranks::compare_ranks;
 use gpuscope::analysis::trace::report::report;
 use gpuscope::analysis::trace::scope::{scope, Clock};
+use gpuscope::render::memory_timeline as memory;
 use gpuscope::render::trace as render;
 use gpuscope::render::trace_export as export;
 use gpuscope::render::trace_html;
+use gpuscope::trace::memory_timeline::{is_memory_timeline, read_memory_timeline};
 use gpuscope::trace::{load_traces, TraceFile};
 
 use crate::args::{TraceArgs, TraceFormat};
@@ -20,6 +23,9 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
     } else {
         (Clock::Exact, "exact")
     };
+    if args.path.is_file() && is_memory_timeline(&args.path) {
+        return memory_timeline(&args);
+    }
     let traces = load(&args.path)?;
     if let Some(dir) = &args.export {
         return export(&traces, dir);
@@ -55,6 +61,25 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
         }
         TraceFormat::Json => render::json(&ranks, comparison.as_ref(), clock_name, &mut out)?,
         TraceFormat::Html => trace_html::html(&ranks, comparison.as_ref(), &mut out)?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// torch.profiler's raw memory timeline by category.
+fn memory_timeline(args: &TraceArgs) -> Result<(), Failure> {
+    let events = read_memory_timeline(&args.path, &mut output::progress("reading"))?;
+    let Some(t) = category_timeline(events) else {
+        return Err(Failure::Usage(format!(
+            "{}: the memory timeline has no events",
+            args.path.display()
+        )));
+    };
+    let mut out = output::open(args.output.as_deref())?;
+    match args.format {
+        TraceFormat::Text => memory::text(&args.path, &t, output::text_width(), &mut out)?,
+        TraceFormat::Json => memory::json(&args.path, &t, &mut out)?,
+        TraceFormat::Html => memory::html(&args.path, &t, &mut out)?,
     }
     out.flush()?;
     Ok(())

@@ -2,6 +2,7 @@
 //! CSV for spreadsheets. They write to any `io::Write` and never compute a statistic.
 
 pub mod html;
+pub mod memory_timeline;
 pub mod report;
 pub mod svg;
 pub mod tb;

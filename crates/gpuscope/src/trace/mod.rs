@@ -1,7 +1,8 @@
 //! PyTorch profiler (Kineto) Chrome traces: a streaming reader into the compact model,
-//! and a loader for a directory of per-rank traces.
+//! a loader for a directory of per-rank traces, and torch's raw memory timeline export.
 
 pub mod load;
+pub mod memory_timeline;
 pub mod read;
 
 pub use load::{load_traces, Loaded, TraceFile};

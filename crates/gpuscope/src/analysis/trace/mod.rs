@@ -12,6 +12,7 @@ pub mod kernel_type;
 pub mod kernels;
 pub mod launches;
 pub mod memory;
+pub mod memory_categories;
 pub mod operators;
 pub mod overlap;
 pub mod queue;
