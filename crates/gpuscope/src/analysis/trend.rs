@@ -61,16 +61,20 @@ fn thin(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The median, by selection (O(n)): a thinned series still has a million pairwise slopes,
+/// and sorting them was a third of a report's time.
 fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[mid]
+    let (mid, odd) = (values.len() / 2, values.len() % 2 == 1);
+    let (below, upper, _) = values.select_nth_unstable_by(mid, f64::total_cmp);
+    let upper = *upper;
+    Some(if odd {
+        upper
     } else {
-        (values[mid - 1] + values[mid]) / 2.0
+        let lower = below.iter().copied().max_by(f64::total_cmp)?;
+        (lower + upper) / 2.0
     })
 }
 
@@ -100,6 +104,13 @@ mod tests {
             .collect();
         let t = theil_sen(&points).unwrap();
         assert!(t.r2 < 0.2, "{t:?}");
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&mut [5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&mut []), None);
     }
 
     #[test]

@@ -137,11 +137,16 @@ pub fn read_jsonl(mut input: impl Read) -> std::io::Result<ReadRecords> {
 
 /// Reads the seed's text log: blocks opened by `Iteration <n> | <time>` between rules of
 /// `=`. MB figures become bytes (× 2^20). Blocks that lack `Allocated:` are skipped.
-pub fn read_text_log(input: impl BufRead) -> std::io::Result<ReadRecords> {
+pub fn read_text_log(mut input: impl BufRead) -> std::io::Result<ReadRecords> {
     let mut out = ReadRecords::default();
     let mut block: Option<(usize, Block)> = None;
-    for (i, line) in input.lines().enumerate() {
-        let line = line?;
+    // One buffer for every line: a log of 200k blocks has 4M lines.
+    let mut line = String::new();
+    for i in 0.. {
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            break;
+        }
         let trimmed = line.trim_end();
         if let Some(rest) = trimmed.strip_prefix("Iteration ") {
             if let Some((start, b)) = block.take() {
