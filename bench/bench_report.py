@@ -25,8 +25,9 @@ Sides, each in its own child process, ``--repeat`` times (default 3), interleave
            tensors
 * floor    ``dd if=FILE of=/dev/null bs=1M``: reading the bytes from the page cache
 
-Times are each child's wall time (``_measure.run_child``); throughput is the input's size
-/ that time, in MB/s with MB = 2^20 bytes (as everywhere in gpuscope). Before any figure is
+Times are each child's wall time (``_measure.run_child``), plus its CPU time (user + system,
+all threads: the growth of RUSAGE_CHILDREN around it); throughput is the input's size /
+the wall time, in MB/s with MB = 2^20 bytes (as everywhere in gpuscope). Before any figure is
 printed, the rival's start and end figures are checked against gpuscope's JSON for the same
 file (an untimed run that writes the JSON to a file).
 """
