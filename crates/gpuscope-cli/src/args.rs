@@ -47,7 +47,7 @@ pub enum Command {
     /// Analyse PyTorch profiler traces: GPU time, idle time, kernel types, top kernels
     #[command(after_help = "Examples:\n  \
         gpuscope trace profiler_traces/rank0.1738277380.pt.trace.json.gz\n  \
-        gpuscope trace profiler_traces/              every rank's trace, read in parallel\n  \
+        gpuscope trace profiler_traces/              every rank's trace\n  \
         gpuscope trace trace.json --format json | jq '.ranks[0].temporal'\n  \
         gpuscope trace trace.json.gz --hta-compat    times rounded as HTA rounds them\n  \
         gpuscope trace before.json.gz --diff after.json.gz\n  \

@@ -152,7 +152,11 @@ pub fn ranks_text(c: &RankComparison, width: u16, out: &mut dyn Write) -> io::Re
 /// The text report in `width` columns.
 pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result<()> {
     for r in ranks {
-        writeln!(out, "rank {} — {}", r.rank, r.path.display())?;
+        paragraph(
+            out,
+            &format!("rank {} — {}", r.rank, r.path.display()),
+            width,
+        )?;
         for (why, count) in &r.dropped {
             writeln!(out, "  {count} events skipped: {why}")?;
         }

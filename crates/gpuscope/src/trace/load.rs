@@ -1,10 +1,6 @@
-//! Reads one trace file, or every trace file of a directory (one per rank) in parallel.
+//! Reads one trace file, or every trace file of a directory (one per rank).
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-
-use rayon::prelude::*;
-
 use super::read::read_trace;
 use crate::model::trace::Trace;
 use crate::{Error, Result};
@@ -66,29 +62,20 @@ pub fn load_traces(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Lo
         ));
     }
     let total = files.iter().map(|(_, size)| size).sum();
-    // Ranks are read in parallel; the progress callback stays on this thread.
-    let (sender, receiver) = mpsc::channel::<u64>();
+    // One file at a time: each is already read on every core (split and parsed in
+    // parallel), and rayon inside rayon would have the readers wait on one another.
     let mut done = 0;
-    let read = std::thread::scope(|s| {
-        let worker = s.spawn(|| {
-            files
-                .par_iter()
-                .map_with(sender, |sender, (file, size)| {
-                    let trace = read_trace(file, &mut |_, _| {});
-                    let _ = sender.send(*size);
-                    trace.map(|trace| TraceFile {
-                        path: file.clone(),
-                        trace,
-                    })
-                })
-                .collect::<Vec<Result<TraceFile>>>()
-        });
-        for size in receiver {
+    let read: Vec<Result<TraceFile>> = files
+        .iter()
+        .map(|(file, size)| {
+            let trace = read_trace(file, &mut |n, _| progress(done + n, total));
             done += size;
-            progress(done, total);
-        }
-        worker.join().expect("trace readers do not panic")
-    });
+            trace.map(|trace| TraceFile {
+                path: file.clone(),
+                trace,
+            })
+        })
+        .collect();
     let mut loaded = Loaded::default();
     let mut first_error = None;
     for result in read {

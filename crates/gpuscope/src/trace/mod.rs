@@ -4,6 +4,7 @@
 pub mod load;
 pub mod memory_timeline;
 pub mod read;
+pub mod split;
 
 pub use load::{load_traces, Loaded, TraceFile};
 pub use read::read_trace;

@@ -1,20 +1,29 @@
 //! Reads a Kineto Chrome trace (`.json` or `.json.gz`) as a stream into the compact
-//! [`Trace`] model: serde visits the `traceEvents` array one event at a time, so memory
-//! holds the columns, never the document. Events that cannot be used (no timestamp, a
+//! [`Trace`] model: the `traceEvents` array is split into batches of events
+//! ([`super::split`]) that serde_json parses on every core, so memory holds the columns
+//! and one batch, never the document. Events that cannot be used (no timestamp, a
 //! negative duration, an unknown phase) are counted, not fatal.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
+use std::sync::mpsc;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use rayon::prelude::*;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
+use super::split::{SplitError, Splitter};
 use crate::model::trace::{Event, Kind, Trace, NONE, NO_SHAPES};
 use crate::progress::Progress;
 use crate::{Error, Result};
+
+/// Events parsed per batch, in bytes of JSON: enough to share among cores, small enough
+/// that memory holds little of the document at once.
+const BATCH_BYTES: usize = 8 << 20;
 
 /// Reads the trace at `path`; `progress` is told the (compressed) bytes read so far.
 pub fn read_trace(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Trace> {
@@ -32,14 +41,12 @@ pub fn read_trace(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Tra
     };
     let mut trace = Trace::default();
     let mut seen = Seen::default();
-    let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(1 << 18, input));
-    let found = Document {
-        trace: &mut trace,
-        seen: &mut seen,
-    }
-    .deserialize(&mut de)
-    .and_then(|found| de.end().map(|()| found))
-    .map_err(|e| Error::bad_input(path, describe(&e)))?;
+    let mut splitter = Splitter::new(input);
+    let found = splitter
+        .skip_bom()
+        .map_err(text)
+        .and_then(|()| read_document(&mut splitter, &mut trace, &mut seen))
+        .map_err(|what| Error::bad_input(path, what))?;
     if !found.events {
         return Err(Error::bad_input(
             path,
@@ -51,16 +58,162 @@ pub fn read_trace(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Tra
         .or_else(|| rank_in_name(path))
         .unwrap_or_default();
     trace.dropped = seen.dropped.into_iter().collect();
+    if trace.events.is_empty() {
+        let why = if trace.dropped.is_empty() {
+            "traceEvents holds no events".to_owned()
+        } else {
+            let skipped: Vec<String> = trace
+                .dropped
+                .iter()
+                .map(|(why, n)| format!("{n} {why}"))
+                .collect();
+            format!("no usable events ({})", skipped.join(", "))
+        };
+        return Err(Error::bad_input(path, why));
+    }
     Ok(trace)
 }
 
-fn describe(e: &serde_json::Error) -> String {
-    use serde_json::error::Category;
-    match e.classify() {
-        Category::Io => format!("cannot be read to the end ({e}; a truncated .gz?)"),
-        Category::Eof => format!("ends in the middle of the JSON (truncated?): {e}"),
-        Category::Syntax | Category::Data => format!("not a valid trace: {e}"),
+fn text(e: SplitError) -> String {
+    e.to_string()
+}
+
+/// The top-level object: `traceEvents` streamed, `distributedInfo` read, the rest skipped.
+fn read_document<R: Read>(
+    s: &mut Splitter<R>,
+    trace: &mut Trace,
+    seen: &mut Seen,
+) -> std::result::Result<Found, String> {
+    let mut found = Found {
+        events: false,
+        rank: None,
+    };
+    match s.peek().map_err(text)? {
+        Some(b'{') => s.expect(b'{').map_err(text)?,
+        Some(_) => return Err("not a trace: not a JSON object".into()),
+        None => return Err("empty file".into()),
     }
+    if s.peek().map_err(text)? == Some(b'}') {
+        return Ok(found);
+    }
+    let mut skipped = Vec::new();
+    loop {
+        let key = s.key().map_err(text)?;
+        match key.as_str() {
+            "traceEvents" => {
+                read_events(s, trace, seen)?;
+                found.events = true;
+            }
+            "distributedInfo" => {
+                let mut raw = Vec::new();
+                s.value(&mut raw).map_err(text)?;
+                found.rank = serde_json::from_slice::<DistributedInfo>(&raw)
+                    .ok()
+                    .and_then(|info| info.rank());
+            }
+            _ => {
+                skipped.clear();
+                s.value(&mut skipped).map_err(text)?;
+            }
+        }
+        if !s.next_or_close(b'}').map_err(text)? {
+            break;
+        }
+    }
+    if let Some(byte) = s.peek().map_err(text)? {
+        return Err(format!(
+            "not a valid trace: {:?} after the end of the document",
+            char::from(byte)
+        ));
+    }
+    Ok(found)
+}
+
+/// A batch of raw events: their bytes back to back, and where each ends.
+type Batch = (Vec<u8>, Vec<usize>);
+
+/// The `traceEvents` array, split into batches on this thread while another parses the
+/// previous batch on every core.
+fn read_events<R: Read>(
+    s: &mut Splitter<R>,
+    trace: &mut Trace,
+    seen: &mut Seen,
+) -> std::result::Result<(), String> {
+    match s.peek().map_err(text)? {
+        Some(b'[') => s.expect(b'[').map_err(text)?,
+        Some(_) => return Err("not a valid trace: traceEvents is not an array".into()),
+        None => return Err(text(SplitError::Truncated)),
+    }
+    if s.peek().map_err(text)? == Some(b']') {
+        return s.expect(b']').map_err(text);
+    }
+    let (full, to_parse) = mpsc::sync_channel::<Batch>(1);
+    let (empty, to_fill) = mpsc::channel::<Batch>();
+    std::thread::scope(|scope| {
+        let parser = scope.spawn(move || {
+            for (batch, ends) in to_parse {
+                parse_batch(&batch, &ends, trace, seen)?;
+                let _ = empty.send((batch, ends));
+            }
+            Ok(())
+        });
+        let split = split_events(s, &full, &to_fill);
+        drop(full);
+        let parsed = parser.join().expect("the trace parser does not panic");
+        // A parse error stops the splitting early; report it rather than the
+        // splitter's "nobody listens".
+        parsed.and(split)
+    })
+}
+
+/// Splits the array's elements into batches and sends them to the parser.
+fn split_events<R: Read>(
+    s: &mut Splitter<R>,
+    full: &mpsc::SyncSender<Batch>,
+    to_fill: &mpsc::Receiver<Batch>,
+) -> std::result::Result<(), String> {
+    let fresh = || (Vec::with_capacity(BATCH_BYTES + (1 << 16)), Vec::new());
+    let (mut batch, mut ends) = fresh();
+    loop {
+        s.value(&mut batch).map_err(text)?;
+        ends.push(batch.len());
+        let more = s.next_or_close(b']').map_err(text)?;
+        if batch.len() >= BATCH_BYTES || !more {
+            if full.send((batch, ends)).is_err() {
+                return Ok(()); // the parser stopped on an error of its own
+            }
+            (batch, ends) = to_fill.try_recv().unwrap_or_else(|_| fresh());
+            batch.clear();
+            ends.clear();
+        }
+        if !more {
+            return Ok(());
+        }
+    }
+}
+
+fn parse_batch(
+    batch: &[u8],
+    ends: &[usize],
+    trace: &mut Trace,
+    seen: &mut Seen,
+) -> std::result::Result<(), String> {
+    let parsed: Vec<serde_json::Result<RawEvent>> = (0..ends.len())
+        .into_par_iter()
+        .map(|k| {
+            let start = if k == 0 { 0 } else { ends[k - 1] };
+            serde_json::from_slice(&batch[start..ends[k]])
+        })
+        .collect();
+    for event in parsed {
+        match event {
+            Ok(raw) => add(trace, seen, raw),
+            // The splitter has checked the JSON's structure: this is an element of the
+            // wrong shape (a number, a phase that is not a string), one bad event.
+            Err(_) => seen.drop("malformed event"),
+        }
+    }
+    Ok(())
 }
 
 /// `rank3`, `rank-3`, `rank_3` in the file name → 3.
@@ -89,95 +242,28 @@ impl Seen {
     }
 }
 
-struct Document<'a> {
-    trace: &'a mut Trace,
-    seen: &'a mut Seen,
-}
-
-impl<'de> DeserializeSeed<'de> for Document<'_> {
-    type Value = Found;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Found, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Document<'_> {
-    type Value = Found;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object with traceEvents")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Found, A::Error> {
-        let mut found = Found {
-            events: false,
-            rank: None,
-        };
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "traceEvents" => {
-                    map.next_value_seed(EventList {
-                        trace: &mut *self.trace,
-                        seen: &mut *self.seen,
-                    })?;
-                    found.events = true;
-                }
-                "distributedInfo" => {
-                    found.rank = map.next_value::<DistributedInfo>()?.rank;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(found)
-    }
-}
-
+/// The rank, when it is a whole number that fits; anything else there is no rank.
 #[derive(Deserialize)]
 struct DistributedInfo {
     #[serde(default)]
-    rank: Option<u32>,
+    rank: Option<serde_json::Value>,
 }
 
-struct EventList<'a> {
-    trace: &'a mut Trace,
-    seen: &'a mut Seen,
-}
-
-impl<'de> DeserializeSeed<'de> for EventList<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EventList<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of trace events")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        while let Some(raw) = seq.next_element::<RawEvent>()? {
-            add(self.trace, self.seen, raw);
-        }
-        Ok(())
+impl DistributedInfo {
+    fn rank(&self) -> Option<u32> {
+        self.rank.as_ref()?.as_u64()?.try_into().ok()
     }
 }
 
 /// The fields of an event that the analyses use; the rest is skipped unparsed.
 #[derive(Deserialize)]
-struct RawEvent {
+struct RawEvent<'a> {
     #[serde(default)]
     ph: Phase,
-    #[serde(default)]
-    cat: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
+    #[serde(default, borrow)]
+    cat: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
     #[serde(default)]
     ts: Option<Number>,
     #[serde(default)]
@@ -301,6 +387,10 @@ impl Number {
     }
 }
 
+/// Largest timestamp or duration kept, µs: twice it in nanoseconds still fits an `i64`
+/// (about 146 years; today's Unix time is 1.8e15 µs).
+const MAX_US: f64 = 4.6e15;
+
 /// Microseconds (Kineto's unit, fractional on newer versions) to nanoseconds. The whole
 /// microseconds are scaled as an integer: `us * 1000.0` in floating point would blur a
 /// timestamp of 1.7e15 µs by hundreds of ns.
@@ -309,7 +399,7 @@ fn ns(us: f64) -> i64 {
     whole as i64 * 1000 + ((us - whole) * 1000.0).round() as i64
 }
 
-fn add(trace: &mut Trace, seen: &mut Seen, raw: RawEvent) {
+fn add(trace: &mut Trace, seen: &mut Seen, raw: RawEvent<'_>) {
     let kind = match raw.ph {
         Phase::Complete => {
             let category = raw.cat.as_deref().unwrap_or("");
@@ -326,6 +416,12 @@ fn add(trace: &mut Trace, seen: &mut Seen, raw: RawEvent) {
     let Some(ts) = raw.ts.and_then(|t| t.0) else {
         return seen.drop("no timestamp (ts)");
     };
+    if ts.abs() > MAX_US {
+        return seen.drop("timestamp (ts) out of range");
+    }
+    if raw.dur.and_then(|d| d.0).is_some_and(|d| d > MAX_US) {
+        return seen.drop("duration (dur) out of range");
+    }
     let dur = match (kind, raw.dur.and_then(|d| d.0)) {
         (Kind::Memory, _) => 0.0,
         (_, Some(d)) if d < 0.0 => return seen.drop("negative duration"),

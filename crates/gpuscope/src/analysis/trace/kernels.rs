@@ -66,8 +66,8 @@ pub fn type_breakdown(trace: &Trace, scope: &Scope) -> Vec<TypeTime> {
 pub struct KernelStats {
     /// Its name.
     pub name: String,
-    /// Its type.
-    pub kernel_type: KernelType,
+    /// Its type; `null` for the `others` row, which mixes them.
+    pub kernel_type: Option<KernelType>,
     /// How many times it ran.
     pub count: u64,
     /// Total time, µs.
@@ -107,7 +107,7 @@ pub fn top_kernels(trace: &Trace, scope: &Scope, n: usize) -> Vec<KernelStats> {
         .take(n)
         .map(|(name, durations)| {
             let name = trace.names.get(*name);
-            stats(name, KernelType::of(name), durations, total)
+            stats(name, Some(KernelType::of(name)), durations, total)
         })
         .collect();
     let rest: Vec<i64> = rows
@@ -116,12 +116,17 @@ pub fn top_kernels(trace: &Trace, scope: &Scope, n: usize) -> Vec<KernelStats> {
         .flat_map(|(_, d)| d.iter().copied())
         .collect();
     if !rest.is_empty() {
-        out.push(stats("others", KernelType::Other, &rest, total));
+        out.push(stats("others", None, &rest, total));
     }
     out
 }
 
-fn stats(name: &str, kernel_type: KernelType, durations: &[i64], total: i64) -> KernelStats {
+fn stats(
+    name: &str,
+    kernel_type: Option<KernelType>,
+    durations: &[i64],
+    total: i64,
+) -> KernelStats {
     let n = durations.len() as f64;
     let sum: i64 = durations.iter().sum();
     let mean = sum as f64 / n;
