@@ -121,11 +121,6 @@ def test_the_directory_tensorboard_trace_handler_writes(trace_dir: Path) -> None
     assert out.stdout.count("No GPU activity") == len(files)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a dur beyond 64-bit nanoseconds wraps silently in the release build "
-    "(1e30 µs becomes -1 µs) instead of being counted as unusable; the debug build panics",
-)
 def test_a_duration_beyond_64_bits_is_counted_not_wrapped(tmp_path: Path) -> None:
     def kernel(ts: int, dur: float) -> dict[str, Any]:
         args = {"stream": 7}
