@@ -28,7 +28,7 @@ build: setup ## build the engine, the CLI and the Python package (release)
 	cargo build --release -p gpuscope-cli
 	$(VENV)/bin/maturin develop --release --quiet
 
-demo: build ## train a tiny model on CPU twice (clean, leaking), then read what gpuscope recorded
+demo: build ## train a tiny model on CPU twice (clean, leaking), read what gpuscope recorded, analyse a real trace
 	rm -rf $(DEMO_DIR)
 	$(PY) examples/tiny_train.py --profile_dir $(DEMO_DIR)/clean
 	$(PY) examples/tiny_train.py --profile_dir $(DEMO_DIR)/leak --leak
@@ -46,6 +46,11 @@ demo: build ## train a tiny model on CPU twice (clean, leaking), then read what 
 	@echo
 	@echo "A real file from another tool (torch.utils.tensorboard on an A100 cluster):"
 	$(VENV)/bin/gpuscope tb $(SHARED)/tfevents/pytorch_unet__events.out.tfevents.1738277380.wn44.22511.0
+	@echo
+	@echo "A real profiler trace (ResNet-50 on a V100, DataLoader with 0 workers):"
+	$(VENV)/bin/gpuscope trace $(SHARED)/traces/resnet50_v100_memory_workers0.json.gz
+	$(VENV)/bin/gpuscope trace $(SHARED)/traces/resnet50_v100_memory_workers0.json.gz --format html -o $(DEMO_DIR)/trace.html
+	@echo "The same trace with charts: $(DEMO_DIR)/trace.html"
 
 test: build test-rs test-py lint test-install ## set everything up and run every test and check
 
