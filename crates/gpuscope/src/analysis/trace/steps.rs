@@ -189,6 +189,9 @@ fn clip(intervals: &[Interval], start: i64, end: i64) -> Vec<Interval> {
         .collect()
 }
 
+/// A verdict's kind, the figure it reads, its threshold and its advice for the figure.
+type Threshold = (&'static str, f64, f64, fn(f64) -> String);
+
 /// The verdicts on the mean step; those about the GPU only when there is one.
 fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
     let mut out = Vec::new();
@@ -222,38 +225,49 @@ fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
             ),
         });
     }
-    let runtime = mean.percent("runtime");
-    if runtime >= RUNTIME_PERCENT {
-        out.push(Verdict {
-            kind: "launch_overhead",
-            percent: runtime,
-            advice: format!(
-                "CUDA runtime calls take {runtime:.0} % of each step: many small kernels — \
-                 CUDA graphs or torch.compile to fuse and batch launches"
-            ),
-        });
-    }
-    let memory = mean.percent("memcpy") + mean.percent("memset");
-    if memory >= MEMORY_PERCENT {
-        out.push(Verdict {
-            kind: "data_movement",
-            percent: memory,
-            advice: format!(
-                "copies and memsets take {memory:.0} % of each step: keep tensors on the \
-                 GPU, pin host memory and copy with non_blocking=True"
-            ),
-        });
-    }
-    let communication = mean.percent("communication");
-    if communication >= COMMUNICATION_PERCENT {
-        out.push(Verdict {
-            kind: "communication",
-            percent: communication,
-            advice: format!(
-                "communication alone takes {communication:.0} % of each step: overlap it \
-                 with computation (DDP bucket size, gradient accumulation) or reduce it"
-            ),
-        });
+    let thresholds: [Threshold; 3] = [
+        (
+            "launch_overhead",
+            mean.percent("runtime"),
+            RUNTIME_PERCENT,
+            |p| {
+                format!(
+                    "CUDA runtime calls take {p:.0} % of each step: many small kernels — CUDA \
+                     graphs or torch.compile to fuse and batch launches"
+                )
+            },
+        ),
+        (
+            "data_movement",
+            mean.percent("memcpy") + mean.percent("memset"),
+            MEMORY_PERCENT,
+            |p| {
+                format!(
+                    "copies and memsets take {p:.0} % of each step: keep tensors on the GPU, \
+                     pin host memory and copy with non_blocking=True"
+                )
+            },
+        ),
+        (
+            "communication",
+            mean.percent("communication"),
+            COMMUNICATION_PERCENT,
+            |p| {
+                format!(
+                    "communication alone takes {p:.0} % of each step: overlap it with \
+                     computation (DDP bucket size, gradient accumulation) or reduce it"
+                )
+            },
+        ),
+    ];
+    for (kind, percent, threshold, advice) in thresholds {
+        if percent >= threshold {
+            out.push(Verdict {
+                kind,
+                percent,
+                advice: advice(percent),
+            });
+        }
     }
     out
 }
