@@ -16,7 +16,7 @@ use crate::analysis::spread::RankSpread;
 use crate::analysis::summary::Figures;
 use crate::analysis::timeline::{Timeline, Unit};
 use crate::model::memory::{mb, mb_signed, percent};
-use crate::render::html::{page_end, page_start};
+use crate::render::html::{page_end, page_start, table};
 use crate::render::svg::{chart, Chart, Line, Marker};
 
 /// Writes the report as one HTML page.
@@ -269,19 +269,20 @@ fn shares_table(page: &mut String, title: &str, bytes: &BTreeMap<String, u64>) {
         return;
     }
     let total: u64 = bytes.values().sum();
-    let mut rows: Vec<_> = bytes.iter().collect();
-    rows.sort_by_key(|(_, b)| std::cmp::Reverse(**b));
-    let _ = write!(page, "<h3>{title}</h3><table>");
-    for (name, b) in rows {
-        let _ = write!(
-            page,
-            "<tr><td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
-            text(name),
-            mb_text(*b),
-            percent(*b, total)
-        );
-    }
-    page.push_str("</table>");
+    let mut sorted: Vec<_> = bytes.iter().collect();
+    sorted.sort_by_key(|(_, b)| std::cmp::Reverse(**b));
+    let rows: Vec<Vec<String>> = sorted
+        .into_iter()
+        .map(|(name, b)| {
+            vec![
+                name.clone(),
+                mb_text(*b),
+                format!("{:.1}%", percent(*b, total)),
+            ]
+        })
+        .collect();
+    let _ = write!(page, "<h3>{title}</h3>");
+    table(page, &["", "size", "share"], &rows);
 }
 
 fn trends_table(page: &mut String, run: &RunReport) {
@@ -291,22 +292,21 @@ fn trends_table(page: &mut String, run: &RunReport) {
     if run.leak.trends.is_empty() {
         return;
     }
-    let _ = write!(
-        page,
-        "<h3>Trends from iteration {start}</h3><table><tr><th>series</th>\
-         <th>MB / 1000 it.</th><th>r²</th><th>sustained</th></tr>"
-    );
-    for (name, t) in &run.leak.trends {
-        let _ = write!(
-            page,
-            "<tr><td>{}</td><td>{:+.2}</td><td>{:.2}</td><td>{}</td></tr>",
-            text(name),
-            mb_signed(t.slope_bytes_per_1k_iters),
-            t.r2,
-            if t.sustained { "yes" } else { "" }
-        );
-    }
-    page.push_str("</table>");
+    let rows: Vec<Vec<String>> = run
+        .leak
+        .trends
+        .iter()
+        .map(|(name, t)| {
+            vec![
+                name.clone(),
+                format!("{:+.2}", mb_signed(t.slope_bytes_per_1k_iters)),
+                format!("{:.2}", t.r2),
+                if t.sustained { "yes" } else { "" }.to_owned(),
+            ]
+        })
+        .collect();
+    let _ = write!(page, "<h3>Trends from iteration {start}</h3>");
+    table(page, &["series", "MB / 1000 it.", "r²", "sustained"], &rows);
 }
 
 fn phases_table(page: &mut String, run: &RunReport) {
@@ -314,85 +314,100 @@ fn phases_table(page: &mut String, run: &RunReport) {
     if l.phases.is_empty() {
         return;
     }
-    page.push_str("<h3>Loss phases</h3><table><tr><th>iterations</th><th>share of the components' sum</th></tr>");
-    for p in &l.phases {
-        let shares: Vec<String> = p
-            .shares_percent
-            .iter()
-            .map(|(c, s)| format!("{} {s:.0}%", text(c)))
-            .collect();
-        let _ = write!(
-            page,
-            "<tr><td>{} – {}</td><td>{}</td></tr>",
-            p.from,
-            p.to,
-            shares.join(", ")
-        );
-    }
-    page.push_str("</table>");
+    let rows: Vec<Vec<String>> = l
+        .phases
+        .iter()
+        .map(|p| {
+            let shares: Vec<String> = p
+                .shares_percent
+                .iter()
+                .map(|(c, s)| format!("{c} {s:.0}%"))
+                .collect();
+            vec![format!("{} – {}", p.from, p.to), shares.join(", ")]
+        })
+        .collect();
+    page.push_str("<h3>Loss phases</h3>");
+    table(page, &["iterations", "share of the components' sum"], &rows);
     if l.spikes.is_empty() {
         return;
     }
-    page.push_str("<h3>Loss spikes</h3><table><tr><th>iteration</th><th>total</th><th>recent median</th><th>driven by</th><th>memory change</th></tr>");
-    for s in &l.spikes {
-        let memory = match s.allocated_change_bytes {
-            Some(b) => format!("allocated {:+.1} MB", mb_signed(b as f64)),
-            None => format!("census {:+.1} MB", mb_signed(s.census_change_bytes as f64)),
-        };
-        let _ = write!(
-            page,
-            "<tr><td>{}</td><td>{:.4}</td><td>{:.4}</td><td>{}</td><td>{memory}</td></tr>",
-            s.iteration,
-            s.total,
-            s.recent_median,
-            text(s.driven_by.as_deref().unwrap_or("?"))
-        );
-    }
-    page.push_str("</table>");
+    let rows: Vec<Vec<String>> = l
+        .spikes
+        .iter()
+        .map(|s| {
+            let memory = match s.allocated_change_bytes {
+                Some(b) => format!("allocated {:+.1} MB", mb_signed(b as f64)),
+                None => format!("census {:+.1} MB", mb_signed(s.census_change_bytes as f64)),
+            };
+            vec![
+                s.iteration.to_string(),
+                format!("{:.4}", s.total),
+                format!("{:.4}", s.recent_median),
+                s.driven_by.clone().unwrap_or_else(|| "?".into()),
+                memory,
+            ]
+        })
+        .collect();
+    page.push_str("<h3>Loss spikes</h3>");
+    table(
+        page,
+        &[
+            "iteration",
+            "total",
+            "recent median",
+            "driven by",
+            "memory change",
+        ],
+        &rows,
+    );
 }
 
 fn spread_section(page: &mut String, s: &RankSpread) {
     let _ = write!(
         page,
-        "<h2>Ranks of {} ({} ranks)</h2><table><tr><th>figure</th><th>lowest</th>\
-         <th>highest</th><th>spread</th></tr>",
+        "<h2>Ranks of {} ({} ranks)</h2>",
         text(&s.path),
         s.ranks.len()
     );
-    for (name, f) in &s.figures {
-        let _ = write!(
-            page,
-            "<tr><td>{}</td><td>{} (rank {})</td><td>{} (rank {})</td><td>{:.1}%</td></tr>",
-            text(name),
-            mb_text(f.min_bytes),
-            f.min_rank,
-            mb_text(f.max_bytes),
-            f.max_rank,
-            f.spread_percent
-        );
-    }
-    page.push_str("</table>");
+    let rows: Vec<Vec<String>> = s
+        .figures
+        .iter()
+        .map(|(name, f)| {
+            vec![
+                name.clone(),
+                format!("{} (rank {})", mb_text(f.min_bytes), f.min_rank),
+                format!("{} (rank {})", mb_text(f.max_bytes), f.max_rank),
+                format!("{:.1}%", f.spread_percent),
+            ]
+        })
+        .collect();
+    table(page, &["figure", "lowest", "highest", "spread"], &rows);
 }
 
 fn comparison_section(page: &mut String, c: &Comparison) {
     let _ = write!(
         page,
-        "<h2>Comparison</h2><p>Against {}.</p><table><tr><th>run</th><th>peak allocated</th>\
-         <th>peak census</th><th>end census</th></tr>",
+        "<h2>Comparison</h2><p>Against {}.</p>",
         text(&c.runs[0].label)
     );
-    for r in &c.runs {
-        let _ = write!(
-            page,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            text(&r.label),
-            r.peak_allocated_bytes
-                .map_or_else(|| "–".to_owned(), mb_text),
-            mb_text(r.peak_census_bytes),
-            mb_text(r.end_census_bytes)
-        );
-    }
-    page.push_str("</table>");
+    let rows: Vec<Vec<String>> = c
+        .runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.label.clone(),
+                r.peak_allocated_bytes
+                    .map_or_else(|| "–".to_owned(), mb_text),
+                mb_text(r.peak_census_bytes),
+                mb_text(r.end_census_bytes),
+            ]
+        })
+        .collect();
+    table(
+        page,
+        &["run", "peak allocated", "peak census", "end census"],
+        &rows,
+    );
     if !c.differences.is_empty() {
         page.push_str("<ul>");
         for d in &c.differences {
