@@ -508,6 +508,8 @@ fn short_name(name: &str) -> String {
         }
         previous = c;
     }
+    // `(anonymous namespace)` leaves an empty path segment behind.
+    let out = out.replace("::::", "::");
     let out = out.trim();
     if out.is_empty() {
         name.to_owned()
