@@ -51,7 +51,8 @@ pub enum Command {
         gpuscope trace trace.json --format json | jq '.ranks[0].temporal'\n  \
         gpuscope trace trace.json.gz --hta-compat    times rounded as HTA rounds them\n  \
         gpuscope trace before.json.gz --diff after.json.gz\n  \
-        gpuscope trace traces/ --export tables/       then: duckdb -c \"select ... from 'tables/kernels.csv'\"\n\n\
+        gpuscope trace traces/ --export parquet -o tables/\n  \
+            then: duckdb -c \"select name, sum(dur_ns) from 'tables/kernels.parquet' group by 1\"\n\n\
         The last profiler step is left out when there are two or more, as HTA does.")]
     Trace(TraceArgs),
     /// Analyse CUDA allocator snapshots (not implemented yet)
@@ -137,10 +138,17 @@ pub struct TraceArgs {
     /// faster (the first rank of each when given directories)
     #[arg(long, value_name = "TRACE", conflicts_with = "export")]
     pub diff: Option<PathBuf>,
-    /// Write the kernel and operator tables, one row per event, as kernels.csv and
-    /// operators.csv into DIR (created if missing), instead of a report
-    #[arg(long, value_name = "DIR")]
-    pub export: Option<PathBuf>,
+    /// Write the kernel and operator tables, one row per event, as kernels.<ext> and
+    /// operators.<ext> into the directory given by -o (default: the current one),
+    /// instead of a report
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub export: Option<ExportFormat>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExportFormat {
+    Csv,
+    Parquet,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -1,6 +1,6 @@
 //! `gpuscope trace`: analyse PyTorch profiler traces, or compare two.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gpuscope::analysis::trace::diff::diff;
 use gpuscope::analysis::trace::memory_categories::category_timeline;
@@ -14,7 +14,7 @@ use gpuscope::render::trace_html;
 use gpuscope::trace::memory_timeline::{is_memory_timeline, read_memory_timeline};
 use gpuscope::trace::{load_traces, TraceFile};
 
-use crate::args::{TraceArgs, TraceFormat};
+use crate::args::{ExportFormat, TraceArgs, TraceFormat};
 use crate::{output, Failure};
 
 pub fn run(args: TraceArgs) -> Result<(), Failure> {
@@ -27,8 +27,9 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
         return memory_timeline(&args);
     }
     let traces = load(&args.path)?;
-    if let Some(dir) = &args.export {
-        return export(&traces, dir);
+    if let Some(format) = args.export {
+        let dir = args.output.clone().unwrap_or_else(|| PathBuf::from("."));
+        return export(&traces, format, &dir);
     }
     let mut out = output::open(args.output.as_deref())?;
     if let Some(other) = &args.diff {
@@ -85,19 +86,37 @@ fn memory_timeline(args: &TraceArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Writes kernels.csv and operators.csv into `dir`.
-fn export(traces: &[TraceFile], dir: &Path) -> Result<(), Failure> {
+/// Writes the kernel and operator tables into `dir`.
+fn export(traces: &[TraceFile], format: ExportFormat, dir: &Path) -> Result<(), Failure> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Failure::Usage(format!("{}: cannot create: {e}", dir.display())))?;
-    let kernels = dir.join("kernels.csv");
-    let mut out = output::open(Some(&kernels))?;
-    export::kernels_csv(traces, &mut out)?;
-    out.flush()?;
-    let operators = dir.join("operators.csv");
-    let mut out = output::open(Some(&operators))?;
-    export::operators_csv(traces, &mut out)?;
-    out.flush()?;
-    eprintln!("wrote {} and {}", kernels.display(), operators.display());
+    let tables: [(&str, fn(&TraceFile) -> export::Table); 2] = [
+        ("kernels", export::kernels),
+        ("operators", export::operators),
+    ];
+    for (name, table) in tables {
+        let rows: Vec<export::Table> = traces.iter().map(table).collect();
+        let path = match format {
+            ExportFormat::Csv => dir.join(format!("{name}.csv")),
+            ExportFormat::Parquet => dir.join(format!("{name}.parquet")),
+        };
+        match format {
+            ExportFormat::Csv => {
+                let mut out = output::open(Some(&path))?;
+                export::write_csv(&rows, &mut out)?;
+                out.flush()?;
+            }
+            ExportFormat::Parquet => {
+                let file = std::fs::File::create(&path).map_err(|e| {
+                    Failure::Usage(format!("{}: cannot create: {e}", path.display()))
+                })?;
+                export::write_parquet(&rows, file).map_err(|e| {
+                    Failure::Usage(format!("{}: cannot write: {e}", path.display()))
+                })?;
+            }
+        }
+        eprintln!("wrote {}", path.display());
+    }
     Ok(())
 }
 

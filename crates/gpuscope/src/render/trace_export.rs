@@ -1,100 +1,169 @@
 //! The kernel and operator tables of traces as flat files, one row per event, for the
 //! engines people already query thousands of rank files with (DuckDB, Spark, pandas):
-//! `kernels.csv` (GPU work) and `operators.csv` (CPU operators).
+//! `kernels` (GPU work) and `operators` (CPU operators), as CSV or Parquet. Times are
+//! whole nanoseconds on the trace's clock, so nothing is rounded.
 
+use std::fs::File;
 use std::io::{self, Write};
+use std::sync::Arc;
+
+use parquet::basic::Compression;
+use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
 
 use crate::analysis::trace::kernel_type::KernelType;
 use crate::model::trace::{Kind, NONE, NO_SHAPES};
 use crate::trace::TraceFile;
 
-/// Columns of `kernels.csv`.
-pub const KERNEL_COLUMNS: [&str; 11] = [
-    "rank",
-    "name",
-    "kind",
-    "kernel_type",
-    "ts_us",
-    "dur_us",
-    "stream",
-    "device",
-    "correlation",
-    "external_id",
-    "bytes",
-];
+/// One column of a table.
+pub enum Values {
+    /// Whole numbers; `None` where the event has none.
+    Int(Vec<Option<i64>>),
+    /// Text.
+    Text(Vec<String>),
+}
 
-/// Columns of `operators.csv`.
-pub const OPERATOR_COLUMNS: [&str; 8] = [
-    "rank",
-    "name",
-    "ts_us",
-    "dur_us",
-    "pid",
-    "tid",
-    "external_id",
-    "input_shapes",
-];
+/// A table: named columns of equal length.
+pub struct Table {
+    /// The columns, in order.
+    pub columns: Vec<(&'static str, Values)>,
+}
 
-fn optional(v: i64) -> String {
-    if v == NONE {
-        String::new()
-    } else {
-        v.to_string()
+impl Table {
+    fn rows(&self) -> usize {
+        match self.columns.first() {
+            Some((_, Values::Int(v))) => v.len(),
+            Some((_, Values::Text(v))) => v.len(),
+            None => 0,
+        }
     }
 }
 
-fn us(ns: i64) -> String {
-    format!("{:.3}", ns as f64 / 1000.0)
+fn int(v: i64) -> Option<i64> {
+    (v != NONE).then_some(v)
 }
 
-/// Writes every GPU event of `traces` as CSV.
-pub fn kernels_csv(traces: &[TraceFile], out: &mut dyn Write) -> io::Result<()> {
+/// The GPU work of one trace.
+pub fn kernels(t: &TraceFile) -> Table {
+    let (tr, e) = (&t.trace, &t.trace.events);
+    let rows: Vec<usize> = (0..e.len()).filter(|&i| e.kind[i].is_gpu()).collect();
+    let ints = |f: &dyn Fn(usize) -> Option<i64>| Values::Int(rows.iter().map(|&i| f(i)).collect());
+    let texts = |f: &dyn Fn(usize) -> String| Values::Text(rows.iter().map(|&i| f(i)).collect());
+    Table {
+        columns: vec![
+            ("rank", ints(&|_| Some(tr.rank.into()))),
+            ("name", texts(&|i| tr.names.get(e.name[i]).to_owned())),
+            ("kind", texts(&|i| e.kind[i].label().to_owned())),
+            (
+                "kernel_type",
+                texts(&|i| KernelType::of(tr.names.get(e.name[i])).label().to_owned()),
+            ),
+            ("ts_ns", ints(&|i| Some(e.ts[i]))),
+            ("dur_ns", ints(&|i| Some(e.dur[i]))),
+            ("stream", ints(&|i| int(e.stream[i]))),
+            ("device", ints(&|i| int(e.device[i]))),
+            ("correlation", ints(&|i| int(e.correlation[i]))),
+            ("external_id", ints(&|i| int(e.external_id[i]))),
+            ("bytes", ints(&|i| int(e.bytes[i]))),
+        ],
+    }
+}
+
+/// The CPU operators of one trace.
+pub fn operators(t: &TraceFile) -> Table {
+    let (tr, e) = (&t.trace, &t.trace.events);
+    let rows: Vec<usize> = (0..e.len()).filter(|&i| e.kind[i] == Kind::CpuOp).collect();
+    let ints = |f: &dyn Fn(usize) -> Option<i64>| Values::Int(rows.iter().map(|&i| f(i)).collect());
+    let texts = |f: &dyn Fn(usize) -> String| Values::Text(rows.iter().map(|&i| f(i)).collect());
+    Table {
+        columns: vec![
+            ("rank", ints(&|_| Some(tr.rank.into()))),
+            ("name", texts(&|i| tr.names.get(e.name[i]).to_owned())),
+            ("ts_ns", ints(&|i| Some(e.ts[i]))),
+            ("dur_ns", ints(&|i| Some(e.dur[i]))),
+            ("pid", ints(&|i| int(e.pid[i]))),
+            ("tid", ints(&|i| int(e.tid[i]))),
+            ("external_id", ints(&|i| int(e.external_id[i]))),
+            (
+                "input_shapes",
+                texts(&|i| match e.shapes[i] {
+                    NO_SHAPES => String::new(),
+                    s => tr.names.get(s).to_owned(),
+                }),
+            ),
+        ],
+    }
+}
+
+/// Writes the tables (one per trace, same columns) as one CSV with a header row.
+pub fn write_csv(tables: &[Table], out: &mut dyn Write) -> io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
-    w.write_record(KERNEL_COLUMNS)?;
-    for t in traces {
-        let (tr, e) = (&t.trace, &t.trace.events);
-        for i in (0..e.len()).filter(|&i| e.kind[i].is_gpu()) {
-            let name = tr.names.get(e.name[i]);
-            w.write_record([
-                tr.rank.to_string(),
-                name.to_owned(),
-                e.kind[i].label().to_owned(),
-                KernelType::of(name).label().to_owned(),
-                us(e.ts[i]),
-                us(e.dur[i]),
-                optional(e.stream[i]),
-                optional(e.device[i]),
-                optional(e.correlation[i]),
-                optional(e.external_id[i]),
-                optional(e.bytes[i]),
-            ])?;
+    let Some(first) = tables.first() else {
+        return w.flush();
+    };
+    w.write_record(first.columns.iter().map(|(name, _)| *name))?;
+    for table in tables {
+        for row in 0..table.rows() {
+            w.write_record(table.columns.iter().map(|(_, values)| match values {
+                Values::Int(v) => v[row].map(|x| x.to_string()).unwrap_or_default(),
+                Values::Text(v) => v[row].clone(),
+            }))?;
         }
     }
     w.flush()
 }
 
-/// Writes every CPU operator of `traces` as CSV.
-pub fn operators_csv(traces: &[TraceFile], out: &mut dyn Write) -> io::Result<()> {
-    let mut w = csv::Writer::from_writer(out);
-    w.write_record(OPERATOR_COLUMNS)?;
-    for t in traces {
-        let (tr, e) = (&t.trace, &t.trace.events);
-        for i in (0..e.len()).filter(|&i| e.kind[i] == Kind::CpuOp) {
-            w.write_record([
-                tr.rank.to_string(),
-                tr.names.get(e.name[i]).to_owned(),
-                us(e.ts[i]),
-                us(e.dur[i]),
-                optional(e.pid[i]),
-                optional(e.tid[i]),
-                optional(e.external_id[i]),
-                if e.shapes[i] == NO_SHAPES {
-                    String::new()
-                } else {
-                    tr.names.get(e.shapes[i]).to_owned()
-                },
-            ])?;
+/// Writes the tables (one per trace, same columns) as one Parquet file, a row group each,
+/// Snappy-compressed.
+pub fn write_parquet(tables: &[Table], file: File) -> Result<(), parquet::errors::ParquetError> {
+    let Some(first) = tables.first() else {
+        return Ok(());
+    };
+    let fields: Vec<String> = first
+        .columns
+        .iter()
+        .map(|(name, values)| match values {
+            Values::Int(_) => format!("OPTIONAL INT64 {name};"),
+            Values::Text(_) => format!("REQUIRED BYTE_ARRAY {name} (UTF8);"),
+        })
+        .collect();
+    let schema = Arc::new(parse_message_type(&format!(
+        "message events {{ {} }}",
+        fields.join(" ")
+    ))?);
+    let props = Arc::new(
+        WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .build(),
+    );
+    let mut writer = SerializedFileWriter::new(file, schema, props)?;
+    for table in tables {
+        let mut group = writer.next_row_group()?;
+        for (_, values) in &table.columns {
+            let Some(mut column) = group.next_column()? else {
+                break;
+            };
+            match values {
+                Values::Int(v) => {
+                    let present: Vec<i64> = v.iter().flatten().copied().collect();
+                    let levels: Vec<i16> = v.iter().map(|x| i16::from(x.is_some())).collect();
+                    column
+                        .typed::<Int64Type>()
+                        .write_batch(&present, Some(&levels), None)?;
+                }
+                Values::Text(v) => {
+                    let bytes: Vec<ByteArray> = v.iter().map(|s| s.as_str().into()).collect();
+                    column
+                        .typed::<ByteArrayType>()
+                        .write_batch(&bytes, None, None)?;
+                }
+            }
+            column.close()?;
         }
+        group.close()?;
     }
-    w.flush()
+    writer.close()?;
+    Ok(())
 }

@@ -1,9 +1,9 @@
 //! Reads one trace file, or every trace file of a directory (one per rank).
 
-use std::path::{Path, PathBuf};
 use super::read::read_trace;
 use crate::model::trace::Trace;
 use crate::{Error, Result};
+use std::path::{Path, PathBuf};
 
 /// A trace and the file it came from.
 #[derive(Debug)]
