@@ -86,11 +86,14 @@ fn memory_timeline(args: &TraceArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// How a table is made from one trace.
+type TableOf = fn(&TraceFile) -> export::Table;
+
 /// Writes the kernel and operator tables into `dir`.
 fn export(traces: &[TraceFile], format: ExportFormat, dir: &Path) -> Result<(), Failure> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Failure::Usage(format!("{}: cannot create: {e}", dir.display())))?;
-    let tables: [(&str, fn(&TraceFile) -> export::Table); 2] = [
+    let tables: [(&str, TableOf); 2] = [
         ("kernels", export::kernels),
         ("operators", export::operators),
     ];
