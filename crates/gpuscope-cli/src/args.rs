@@ -118,8 +118,9 @@ pub enum ReportFormat {
 
 #[derive(Debug, clap::Args)]
 pub struct TraceArgs {
-    /// A trace (.json or .json.gz), a directory of per-rank traces, or the raw memory
-    /// timeline of torch.profiler's export_memory_timeline (.raw.gz, .raw.json)
+    /// A trace (.json or .json.gz), a directory of per-rank traces, or a memory timeline
+    /// from torch.profiler's export_memory_timeline (raw, .raw.json.gz, or coalesced,
+    /// .json / .json.gz)
     pub path: PathBuf,
     /// Output format
     #[arg(long, value_enum, default_value_t = TraceFormat::Text)]

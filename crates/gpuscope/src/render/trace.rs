@@ -169,6 +169,7 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
             writeln!(out)?;
             steps(out, r, width)?;
             operators(out, r, width)?;
+            memory(out, r, width)?;
             continue;
         };
         if r.counter_ranges > 0 {

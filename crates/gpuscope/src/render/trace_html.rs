@@ -72,6 +72,7 @@ fn rank_section(page: &mut String, r: &RankReport) {
     let Some(t) = &r.temporal else {
         page.push_str("<p>No GPU activity in this trace: all its events are on the CPU.</p>");
         steps(page, r);
+        memory(page, r);
         operators(page, r);
         page.push_str("</section>");
         return;

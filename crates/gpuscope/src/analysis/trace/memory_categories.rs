@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::trace::memory_timeline::{MemoryEvent, CATEGORIES};
+use crate::trace::memory_timeline::{MemoryEvent, MemoryTimeline, CATEGORIES};
 
 /// Points of the timeline.
 const POINTS: usize = 240;
@@ -25,7 +25,7 @@ pub struct Moment {
 pub struct CategoryTimeline {
     /// The categories, in the order of every `bytes` list.
     pub categories: Vec<&'static str>,
-    /// Events read.
+    /// Events read (instants, for a coalesced export).
     pub events: usize,
     /// When the sum was highest.
     pub peak: Moment,
@@ -35,8 +35,27 @@ pub struct CategoryTimeline {
     pub timeline: Vec<Moment>,
 }
 
-/// The timeline of `events`; `None` without any.
-pub fn category_timeline(mut events: Vec<MemoryEvent>) -> Option<CategoryTimeline> {
+/// The timeline by category, from either export; `None` without any event.
+pub fn category_timeline(timeline: MemoryTimeline) -> Option<CategoryTimeline> {
+    match timeline {
+        MemoryTimeline::Raw(events) => from_events(events),
+        MemoryTimeline::Totals { times_us, bytes } => {
+            let origin = times_us.first().copied().unwrap_or(0);
+            let moments = times_us
+                .iter()
+                .zip(bytes)
+                .map(|(t, bytes)| Moment {
+                    at_ms: (t - origin) as f64 / 1000.0,
+                    total: bytes.iter().sum(),
+                    bytes,
+                })
+                .collect();
+            summarise(moments, times_us.len())
+        }
+    }
+}
+
+fn from_events(mut events: Vec<MemoryEvent>) -> Option<CategoryTimeline> {
     // Pre-existing memory (time -1) first, then by time; a stable sort keeps the order of
     // each tensor's events at one instant.
     events.sort_by_key(|e| e.time_ns);
@@ -54,6 +73,10 @@ pub fn category_timeline(mut events: Vec<MemoryEvent>) -> Option<CategoryTimelin
             bytes: bytes.clone(),
         });
     }
+    summarise(moments, events.len())
+}
+
+fn summarise(moments: Vec<Moment>, events: usize) -> Option<CategoryTimeline> {
     let peak = moments.iter().max_by_key(|m| m.total)?.clone();
     let end = moments.last()?.clone();
     let per = moments.len().div_ceil(POINTS);
@@ -63,7 +86,7 @@ pub fn category_timeline(mut events: Vec<MemoryEvent>) -> Option<CategoryTimelin
         .collect();
     Some(CategoryTimeline {
         categories: CATEGORIES.to_vec(),
-        events: events.len(),
+        events,
         peak,
         end,
         timeline,
@@ -85,12 +108,12 @@ mod tests {
 
     #[test]
     fn the_peak_is_the_highest_sum_and_preexisting_memory_counts_from_the_start() {
-        let t = category_timeline(vec![
+        let t = category_timeline(MemoryTimeline::Raw(vec![
             event(3_000_000, -50, 4),
             event(-1, 100, 0),
             event(1_000_000, 50, 4),
             event(2_000_000, 20, 5),
-        ])
+        ]))
         .unwrap();
         assert_eq!(t.peak.total, 170);
         assert_eq!(t.peak.at_ms, 1.0);

@@ -1,7 +1,9 @@
-//! CPU operators: their total and self time (total less the operators nested in them on
-//! the same thread), by name and, when the trace recorded them (`record_shapes=True`), by
-//! input shapes; and the GPU time of the kernels each launched — found through the
-//! External id that Kineto gives both an operator and the GPU work it launched.
+//! CPU operators and `record_function` ranges, counted as torch's `key_averages()` counts
+//! them: total time, and self time (total less the operators and ranges nested in it on
+//! the same thread); an operator whose only child has its own name (`aten::sum` calling
+//! `aten::sum`) is one call. By name and, when the trace recorded them
+//! (`record_shapes=True`), by input shapes; and the GPU time of the kernels each launched —
+//! found through the External id that Kineto gives both an operator and its GPU work.
 
 use std::collections::HashMap;
 
@@ -40,12 +42,17 @@ pub struct Operators {
 /// The figures of every CPU operator of the trace, `top` rows per table.
 pub fn operators(trace: &Trace, top: usize) -> Operators {
     let e = &trace.events;
-    let ops: Vec<usize> = (0..e.len()).filter(|&i| e.kind[i] == Kind::CpuOp).collect();
-    let self_ns = self_times(trace, &ops);
-    let gpu_ns = launched_gpu_time(trace, &ops);
+    let ops: Vec<usize> = (0..e.len())
+        .filter(|&i| matches!(e.kind[i], Kind::CpuOp | Kind::UserAnnotation))
+        .collect();
+    let calls = calls(trace, &ops);
     let mut by_name: HashMap<u32, OperatorStats> = HashMap::new();
     let mut by_shapes: HashMap<(u32, u32), OperatorStats> = HashMap::new();
     for (k, &i) in ops.iter().enumerate() {
+        if calls.merged[k] {
+            continue;
+        }
+        let (self_ns, gpu_ns) = (&calls.self_ns, &calls.gpu_ns);
         let add = |s: &mut OperatorStats| {
             s.count += 1;
             s.total_us += e.dur[i] as f64 / 1000.0;
@@ -94,9 +101,50 @@ fn ranked(
     rows
 }
 
-/// Self time of each of `ops` (indices into the events), in the same order: its duration
-/// less its direct children's on the same thread.
-fn self_times(trace: &Trace, ops: &[usize]) -> Vec<i64> {
+/// The operators as calls: self time and launched GPU time of each, with an operator
+/// merged into its parent when it is the parent's only child and has its name.
+struct Calls {
+    merged: Vec<bool>,
+    self_ns: Vec<i64>,
+    gpu_ns: Vec<i64>,
+}
+
+/// The calls of `ops` (indices into the events).
+fn calls(trace: &Trace, ops: &[usize]) -> Calls {
+    let e = &trace.events;
+    let parent = parents(trace, ops);
+    let mut children = vec![0u32; ops.len()];
+    for p in parent.iter().flatten() {
+        children[*p] += 1;
+    }
+    // Parents come before their children in this order, so an owner is known when asked.
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    order.sort_by_key(|&k| (e.ts[ops[k]], std::cmp::Reverse(e.dur[ops[k]])));
+    let mut merged = vec![false; ops.len()];
+    let mut owner: Vec<usize> = (0..ops.len()).collect();
+    let mut self_ns: Vec<i64> = ops.iter().map(|&i| e.dur[i]).collect();
+    let launched = launched_gpu_time(trace, ops);
+    let mut gpu_ns = vec![0i64; ops.len()];
+    for &k in &order {
+        if let Some(p) = parent[k] {
+            if e.name[ops[p]] == e.name[ops[k]] && children[p] == 1 {
+                merged[k] = true;
+                owner[k] = owner[p];
+            } else {
+                self_ns[owner[p]] -= e.dur[ops[k]];
+            }
+        }
+        gpu_ns[owner[k]] += launched[k];
+    }
+    Calls {
+        merged,
+        self_ns: self_ns.into_iter().map(|ns| ns.max(0)).collect(),
+        gpu_ns,
+    }
+}
+
+/// The innermost operator enclosing each of `ops` on its thread.
+fn parents(trace: &Trace, ops: &[usize]) -> Vec<Option<usize>> {
     let e = &trace.events;
     let mut order: Vec<usize> = (0..ops.len()).collect();
     // By thread, then start, the enclosing operator before what it encloses.
@@ -104,7 +152,7 @@ fn self_times(trace: &Trace, ops: &[usize]) -> Vec<i64> {
         let i = ops[k];
         (e.pid[i], e.tid[i], e.ts[i], std::cmp::Reverse(e.dur[i]))
     });
-    let mut self_ns: Vec<i64> = ops.iter().map(|&i| e.dur[i]).collect();
+    let mut parent = vec![None; ops.len()];
     let mut stack: Vec<usize> = Vec::new();
     let mut thread = (NONE, NONE);
     for k in order {
@@ -113,19 +161,13 @@ fn self_times(trace: &Trace, ops: &[usize]) -> Vec<i64> {
             thread = (e.pid[i], e.tid[i]);
             stack.clear();
         }
-        while let Some(&top) = stack.last() {
-            if e.end(ops[top]) <= e.ts[i] {
-                stack.pop();
-            } else {
-                break;
-            }
+        while stack.last().is_some_and(|&top| e.end(ops[top]) <= e.ts[i]) {
+            stack.pop();
         }
-        if let Some(&parent) = stack.last() {
-            self_ns[parent] -= e.dur[i];
-        }
+        parent[k] = stack.last().copied();
         stack.push(k);
     }
-    self_ns.into_iter().map(|ns| ns.max(0)).collect()
+    parent
 }
 
 /// GPU time launched by each of `ops`: the GPU work with the operator's External id.

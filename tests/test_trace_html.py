@@ -1,0 +1,594 @@
+"""`gpuscope trace --format html` rendered by headless Chromium with networking off.
+
+The inputs are real traces: a ResNet-50 step loop on a V100 recorded with
+``profile_memory=True`` (steps, memory events on the CPU and the GPU, copies), a directory
+of two ranks (the ranks side by side), a CPU-only trace of one step, torch.profiler's raw
+memory timeline (a page of its own), and a CPU training loop profiled here with memory
+events. What each page must show is taken from the JSON report of the same input
+(``gpuscope trace --format json``), never from the HTML; the page is read back from the DOM
+Chromium dumps after rendering, parsed with the standard library's ``html.parser``, and
+from Chromium's screenshot, read with Pillow.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from functools import cache
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from _helpers import SHARED_DATA
+from PIL import Image
+from torch import nn
+from torch.profiler import ProfilerActivity, profile, schedule
+
+TRACES = SHARED_DATA / "traces"
+RESNET = TRACES / "resnet50_v100_memory_workers0.json.gz"
+RANKS = (TRACES / "sampled_rank0.json.gz", TRACES / "sampled_rank1.json.gz")
+CPU_ONLY = TRACES / "cpu_only_rank34.json.gz"
+MEMORY_TIMELINE = TRACES / "memory_timeline.raw.gz"
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_TIMEOUT = 60.0
+WINDOW = (1200, 2400)
+# The CPU-only trace holds one step and one operator: its page is a heading and two
+# one-row tables, which fill the top of a shorter window only.
+SHORT_WINDOW = (1200, 600)
+
+# What a step's time is split into (crates/gpuscope/src/analysis/trace/steps.rs,
+# CATEGORIES): `steps.steps[].breakdown_us` lists µs in this order.
+STEP_CATEGORIES = (
+    "kernel",
+    "memcpy",
+    "memset",
+    "communication",
+    "runtime",
+    "dataloader",
+    "cpu_exec",
+    "other",
+)
+STEPS_CHART = "Step time by category (ms)"
+MEMORY_CHART = "Allocated memory"
+CATEGORY_CHART = "Memory by category"
+
+FETCHING_ATTRIBUTES = {"src", "href", "xlink:href", "srcset", "poster", "data", "action"}
+EXTERNAL = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
+CSS_URL = re.compile(r"url\(\s*(['\"]?)(.*?)\1\s*\)|@import\s+(['\"])(.*?)\3", re.IGNORECASE)
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+POINT = re.compile(r"[ML](-?[0-9.]+),(-?[0-9.]+)")
+
+
+# ---------------------------------------------------------------------------- inputs
+
+
+def record_cpu_run(path: Path) -> None:
+    """A small CPU training loop profiled with memory events: wait 1, warm up 1, record 3
+    steps (ProfilerStep#2-#4), written as one chrome trace."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(128, 64), torch.randint(0, 10, (128,))
+
+    def write(prof: profile) -> None:
+        prof.export_chrome_trace(str(path))
+
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        profile_memory=True,
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+        on_trace_ready=write,
+    ) as prof:
+        for _ in range(6):
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            torch.autograd.backward(loss)
+            opt.step()
+            prof.step()
+    assert path.is_file()
+
+
+def gpuscope_trace(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpuscope", "trace", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def trace_json(path: Path) -> dict[str, Any]:
+    out = gpuscope_trace(path, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc: dict[str, Any] = json.loads(out.stdout)
+    return doc
+
+
+def trace_html(path: Path, out_file: Path) -> str:
+    out = gpuscope_trace(path, "--format", "html", "-o", out_file)
+    assert out.returncode == 0, out.stderr
+    assert "panicked" not in out.stderr
+    return out_file.read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- chromium
+
+
+@cache
+def network_off() -> tuple[list[str], list[str]]:
+    """(command prefix, extra Chromium flags) that keep Chromium off the network: a fresh
+    network namespace (``unshare --net`` as root, else ``unshare -rn``), or, where none can
+    be made, host names that never resolve and a proxy nothing listens on."""
+    for prefix in (["unshare", "--net"], ["unshare", "-rn"]):
+        if shutil.which(prefix[0]) is None:
+            continue
+        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
+        if probe.returncode == 0:
+            return prefix, []
+    return [], ["--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9"]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    found = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
+    if found is None:
+        pytest.skip("Debian's chromium is not installed (make chromium installs it)")
+    return found
+
+
+def run_chromium(chromium: str, profile_dir: Path, *args: str) -> str:
+    prefix, flags = network_off()
+    cmd = [
+        *prefix,
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={profile_dir}",
+        *flags,
+        *args,
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=CHROMIUM_TIMEOUT, check=False)
+    assert out.returncode == 0, f"{cmd} exited {out.returncode}:\n{out.stderr[-3000:]}"
+    return out.stdout
+
+
+def dump_dom(chromium: str, page: Path) -> str:
+    dom = run_chromium(chromium, page.with_suffix(".dom-profile"), "--dump-dom", page.as_uri())
+    assert "<html" in dom, dom[:500]
+    return dom
+
+
+def screenshot(chromium: str, page: Path, window: tuple[int, int]) -> Path:
+    png = page.with_suffix(".png")
+    run_chromium(
+        chromium,
+        page.with_suffix(".shot-profile"),
+        f"--screenshot={png}",
+        f"--window-size={window[0]},{window[1]}",
+        "--hide-scrollbars",
+        page.as_uri(),
+    )
+    assert png.is_file(), f"Chromium wrote no screenshot of {page}"
+    return png
+
+
+# ------------------------------------------------------------------------ page model
+
+
+@dataclass
+class Chart:
+    title: str = ""
+    series: list[tuple[str, str]] = field(default_factory=list)  # (data-series, d)
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.series]
+
+
+@dataclass
+class Section:
+    """A `<section class="rank">`, or the page outside any."""
+
+    heading: str = ""
+    h3: list[str] = field(default_factory=list)
+    charts: list[Chart] = field(default_factory=list)
+    cells: list[str] = field(default_factory=list)  # text of every <td>
+
+    def charts_titled(self, title: str) -> list[Chart]:
+        return [c for c in self.charts if c.title == title]
+
+
+class PageParser(HTMLParser):
+    """The rank sections with their headings, charts and table cells; the rest of the page
+    as one more section; every element with its attributes; the text of <style>."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.page = Section()
+        self.sections: list[Section] = []
+        self.h1: list[str] = []
+        self.h2: list[str] = []  # every h2, inside sections or not
+        self.elements: list[tuple[str, list[tuple[str, str | None]]]] = []
+        self.styles: list[str] = []
+        self._stack: list[str] = []
+        self._section: Section | None = None
+        self._section_depth = 0
+        self._chart: Chart | None = None
+        self._capture: str | None = None
+        self._text: list[str] = []
+
+    @property
+    def here(self) -> Section:
+        return self._section if self._section is not None else self.page
+
+    def is_chart_title(self, tag: str) -> bool:
+        """The first <title> of a chart's <svg> is the chart's; the legend's are names."""
+        return tag == "title" and self._chart is not None and not self._chart.title
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, attrs))
+        a = {k: v or "" for k, v in attrs}
+        classes = a.get("class", "").split()
+        if tag in VOID:
+            return
+        self._stack.append(tag)
+        if tag == "section" and "rank" in classes:
+            self._section = Section()
+            self.sections.append(self._section)
+            self._section_depth = len(self._stack)
+        elif tag in ("h1", "h2", "h3", "td", "style") or self.is_chart_title(tag):
+            self._capture, self._text = tag, []
+        elif tag == "svg" and "chart" in classes:
+            self._chart = Chart()
+            self.here.charts.append(self._chart)
+        elif tag == "path" and "series" in classes:
+            assert self._chart is not None, "a series outside a chart"
+            self._chart.series.append((a.get("data-series", ""), a.get("d", "")))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.handle_endtag(tag)
+
+    def handle_data(self, data: str) -> None:
+        if self._capture is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == self._capture:
+            content = "".join(self._text)
+            if tag == "h1":
+                self.h1.append(content)
+            elif tag == "h2":
+                self.h2.append(content)
+                if self._section is not None and not self._section.heading:
+                    self._section.heading = content
+            elif tag == "h3":
+                self.here.h3.append(content)
+            elif tag == "td":
+                self.here.cells.append(content)
+            elif tag == "style":
+                self.styles.append(content)
+            elif tag == "title" and self._chart is not None:
+                self._chart.title = content
+            self._capture = None
+        if tag == "svg":
+            self._chart = None
+        if tag in self._stack:
+            while self._stack and self._stack.pop() != tag:
+                pass
+        if self._section is not None and len(self._stack) < self._section_depth:
+            self._section = None
+
+
+def parse(source: str) -> PageParser:
+    parser = PageParser()
+    parser.feed(source)
+    parser.close()
+    return parser
+
+
+def points(d: str) -> list[tuple[float, float]]:
+    return [(float(x), float(y)) for x, y in POINT.findall(d)]
+
+
+# -------------------------------------------------------------------------- fixtures
+
+
+@dataclass
+class Page:
+    input: Path
+    html: str
+    doc: dict[str, Any]
+    dom: str
+    screenshot: Path
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cpu_run") / "cpu_memory.pt.trace.json"
+    record_cpu_run(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory, cpu_run: Path) -> dict[str, Path]:
+    for path in (RESNET, *RANKS, CPU_ONLY, MEMORY_TIMELINE):
+        assert path.is_file(), f"the shared trace is missing: {path}"
+    ranks = tmp_path_factory.mktemp("ranks")
+    for path in RANKS:
+        (ranks / path.name).symlink_to(path)
+    return {
+        "resnet": RESNET,
+        "ranks": ranks,
+        "cpu_only": CPU_ONLY,
+        "cpu_memory": cpu_run,
+        "memory_timeline": MEMORY_TIMELINE,
+    }
+
+
+@pytest.fixture(scope="module")
+def pages(
+    chromium: str, inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Page]:
+    """Each input's page: written, dumped by Chromium and photographed."""
+    work = tmp_path_factory.mktemp("pages")
+    out: dict[str, Page] = {}
+    for name, path in inputs.items():
+        html_file = work / f"{name}.html"
+        source = trace_html(path, html_file)
+        window = SHORT_WINDOW if name == "cpu_only" else WINDOW
+        out[name] = Page(
+            input=path,
+            html=source,
+            doc=trace_json(path),
+            dom=dump_dom(chromium, html_file),
+            screenshot=screenshot(chromium, html_file, window),
+        )
+    return out
+
+
+TRACE_PAGES = ["resnet", "ranks", "cpu_only", "cpu_memory"]
+ALL_PAGES = [*TRACE_PAGES, "memory_timeline"]
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+def test_networking_is_off_for_chromium() -> None:
+    """The namespace Chromium runs in reaches nothing (skipped checks: see network_off)."""
+    prefix, flags = network_off()
+    if not prefix:
+        pytest.skip(f"no network namespace here; Chromium runs with {flags}")
+    probe = (
+        "import socket\n"
+        "s = socket.socket()\n"
+        "s.settimeout(5)\n"
+        "try:\n"
+        "    s.connect(('1.1.1.1', 80))\n"
+        "except OSError as e:\n"
+        "    print('unreachable', e)\n"
+        "else:\n"
+        "    print('connected')\n"
+    )
+    out = subprocess.run(
+        [*prefix, sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert out.stdout.startswith("unreachable"), out.stdout + out.stderr
+
+
+def test_the_inputs_hold_what_the_pages_are_tested_on(pages: dict[str, Page]) -> None:
+    """Guards the fixtures: the JSON the other tests judge by has steps, memory on two
+    devices and copies for ResNet, two ranks in the directory, one step on the CPU-only
+    trace, memory but no GPU work in the run recorded here."""
+    (resnet,) = pages["resnet"].doc["ranks"]
+    assert resnet["gpu_activity"] and len(resnet["steps"]["steps"]) >= 2
+    assert [m["device"] for m in resnet["memory"]] == ["cpu", "cuda:0"]
+    assert resnet["copies"]
+    assert [r["rank"] for r in pages["ranks"].doc["ranks"]] == [0, 1]
+    (cpu_only,) = pages["cpu_only"].doc["ranks"]
+    assert not cpu_only["gpu_activity"] and len(cpu_only["steps"]["steps"]) == 1
+    (cpu_memory,) = pages["cpu_memory"].doc["ranks"]
+    assert not cpu_memory["gpu_activity"]
+    assert [m["device"] for m in cpu_memory["memory"]] == ["cpu"]
+    assert [s["name"] for s in cpu_memory["steps"]["steps"]] == [
+        f"ProfilerStep#{i}" for i in (2, 3, 4)
+    ]
+    assert pages["memory_timeline"].doc["schema"] == "gpuscope.memory-timeline/1"
+
+
+@pytest.mark.parametrize("name", TRACE_PAGES)
+def test_each_rank_has_its_section(pages: dict[str, Page], name: str) -> None:
+    page = pages[name]
+    ranks = page.doc["ranks"]
+    for source in (page.html, page.dom):
+        dom = parse(source)
+        assert dom.h1 == ["gpuscope trace"]
+        assert [s.heading for s in dom.sections] == [
+            f"rank {r['rank']} — {r['path']}" for r in ranks
+        ]
+        assert ("Ranks side by side" in dom.h2) == (len(ranks) > 1)
+
+
+def test_ranks_side_by_side_lists_each_rank(pages: dict[str, Page]) -> None:
+    page = pages["ranks"]
+    comparison = page.doc["rank_comparison"]
+    dom = parse(page.dom)
+    # The page's own cells (outside the rank sections) are the comparison table's.
+    rows = [dom.page.cells[i : i + 5] for i in range(0, len(dom.page.cells), 5)]
+    assert [row[0] for row in rows] == [str(r["rank"]) for r in comparison["ranks"]]
+    for row, rank in zip(rows, comparison["ranks"], strict=True):
+        assert float(row[2]) == pytest.approx(rank["compute_us"] / 1000, abs=0.005)
+
+
+@pytest.mark.parametrize("name", TRACE_PAGES)
+def test_steps_chart_has_one_area_per_category_with_time(pages: dict[str, Page], name: str) -> None:
+    page = pages[name]
+    dom = parse(page.dom)
+    for section, rank in zip(dom.sections, page.doc["ranks"], strict=True):
+        steps = rank["steps"]["steps"] if rank["steps"] else []
+        for step in steps:
+            assert len(step["breakdown_us"]) == len(STEP_CATEGORIES)
+            # Each instant goes to exactly one category.
+            assert sum(step["breakdown_us"]) == pytest.approx(step["duration_us"], abs=1e-3)
+        charts = section.charts_titled(STEPS_CHART)
+        if len(steps) < 2:  # one step is no chart
+            assert charts == [], section.heading
+            continue
+        (chart,) = charts
+        expected = [
+            c for i, c in enumerate(STEP_CATEGORIES) if any(s["breakdown_us"][i] > 0 for s in steps)
+        ]
+        assert chart.names == expected, section.heading
+        for series, d in chart.series:
+            # the top edge, one point per step, then back along the area below
+            assert len(points(d)) >= len(steps), (section.heading, series)
+            assert not re.search(r"nan|inf", d, re.IGNORECASE), (section.heading, series)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "resnet",
+        "ranks",
+        "cpu_only",
+        "cpu_memory",
+    ],
+)
+def test_one_memory_chart_per_device(pages: dict[str, Page], name: str) -> None:
+    page = pages[name]
+    dom = parse(page.dom)
+    for section, rank in zip(dom.sections, page.doc["ranks"], strict=True):
+        memory = rank["memory"]
+        headings = [h for h in section.h3 if h.startswith("Memory on ")]
+        assert headings == [f"Memory on {m['device']} ({m['events']} events)" for m in memory]
+        charts = section.charts_titled(MEMORY_CHART)
+        assert len(charts) == len(memory), section.heading
+        for chart, device in zip(charts, memory, strict=True):
+            (d,) = [d for n, d in chart.series if n == "allocated"]
+            assert chart.names == ["allocated"]
+            assert len(points(d)) == len(device["timeline"]), device["device"]
+
+
+@pytest.mark.parametrize("name", ["resnet", "ranks"])
+def test_copies_table_has_a_row_per_direction(pages: dict[str, Page], name: str) -> None:
+    page = pages[name]
+    dom = parse(page.dom)
+    for section, rank in zip(dom.sections, page.doc["ranks"], strict=True):
+        assert rank["copies"], section.heading
+        assert "Copies and memsets" in section.h3
+        # direction, count, MB, GB/s, pageable: the table is the section's last
+        cells = section.cells[-5 * len(rank["copies"]) :]
+        rows = [cells[i : i + 5] for i in range(0, len(cells), 5)]
+        want = [[c["direction"], str(c["count"]), str(c["pageable_count"])] for c in rank["copies"]]
+        assert [[r[0], r[1], r[4]] for r in rows] == want
+
+
+def test_memory_timeline_page_stacks_each_category_that_holds_memory(
+    pages: dict[str, Page],
+) -> None:
+    page = pages["memory_timeline"]
+    doc = page.doc
+    for source in (page.html, page.dom):
+        dom = parse(source)
+        assert dom.h1 == ["gpuscope memory timeline"]
+        assert dom.sections == []
+        assert dom.h2 == [doc["path"]]
+        (chart,) = dom.page.charts
+        assert chart.title == CATEGORY_CHART
+        expected = [
+            c
+            for i, c in enumerate(doc["categories"])
+            if any(m["bytes"][i] > 0 for m in doc["timeline"])
+        ]
+        assert chart.names == expected
+        for _, d in chart.series:
+            assert len(points(d)) >= len(doc["timeline"])
+        # one table row per category: name, MB at peak, MB at end
+        assert dom.page.cells[::3] == doc["categories"]
+
+
+@pytest.mark.parametrize("name", ALL_PAGES)
+def test_screenshot_is_not_blank(pages: dict[str, Page], name: str) -> None:
+    with Image.open(pages[name].screenshot) as image:
+        rgb = image.convert("RGB")
+    total = rgb.size[0] * rgb.size[1]
+    colours = rgb.getcolors(maxcolors=total)
+    assert colours is not None
+    background_count, background = max(colours)
+    other = total - background_count
+    assert other / total > 0.05, f"{other / total:.1%} of pixels differ from {background}"
+
+
+@pytest.mark.parametrize("name", ALL_PAGES)
+def test_page_is_self_contained(pages: dict[str, Page], name: str) -> None:
+    for source in (pages[name].html, pages[name].dom):
+        page = parse(source)
+        tags = [tag for tag, _ in page.elements]
+        for tag in ("script", "link", "img", "iframe", "object", "embed", "audio", "video"):
+            assert tag not in tags, f"<{tag}> in a page that should need nothing else"
+        for tag, attrs in page.elements:
+            for key, value in attrs:
+                value = value or ""
+                assert not key.startswith("on"), (tag, key)
+                if key in FETCHING_ATTRIBUTES:
+                    assert not EXTERNAL.match(value), (tag, key, value)
+                    assert not value.lower().startswith(("http:", "https:")), (tag, key, value)
+                assert [m.group(0) for m in CSS_URL.finditer(value)] == [], (tag, key)
+        for css in page.styles:
+            assert [m.group(0) for m in CSS_URL.finditer(css)] == []
+        urls = re.findall(r"https?://[^\s\"'<>)]+", source)
+        assert urls == [], urls
+
+
+def check_name_is_text(page: Page, name: str, whole_cell: bool = True) -> None:
+    """`name` is escaped in the file and in Chromium's serialisation of the DOM, and is
+    the whole text of a table cell once parsed (or its start, when the cell adds to it)."""
+    assert re.search(r"[<>&]", name)
+    escaped = html_lib.escape(name, quote=False)
+    for source in (page.html, page.dom):
+        assert escaped in source
+        assert name not in source
+        dom = parse(source)
+        cells = [cell for s in dom.sections for cell in s.cells]
+        if whole_cell:
+            assert name in cells
+        else:
+            assert any(cell.startswith(name) for cell in cells)
+
+
+def test_a_kernel_name_with_template_arguments_is_text(pages: dict[str, Page]) -> None:
+    page = pages["resnet"]
+    (rank,) = page.doc["ranks"]
+    names = [k["name"] for k in rank["top_kernels"]]
+    # A name with all of <, > and & when the table has one, else one with < and >.
+    (name, *_) = sorted(
+        (n for n in names if "<" in n and ">" in n),
+        key=lambda n: (not all(c in n for c in "<>&"), names.index(n)),
+    )
+    assert "&" in name, name
+    check_name_is_text(page, name)
+
+
+def test_an_operator_name_with_brackets_is_text(pages: dict[str, Page]) -> None:
+    page = pages["ranks"]
+    rank = page.doc["ranks"][0]
+    tables = rank["operators"].values()
+    names = [o["name"] for table in tables for o in table]
+    (name, *_) = [n for n in names if re.search(r"[<>&]", n)]
+    # The by-shapes table puts the shapes after the name in the same cell.
+    check_name_is_text(page, name, whole_cell=False)
