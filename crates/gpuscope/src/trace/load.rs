@@ -1,9 +1,11 @@
-//! Reads one trace file, or every trace file of a directory (one per rank).
+//! Reads one trace file, or every trace file of a directory (one per rank) in parallel.
 
 use super::read::read_trace;
 use crate::model::trace::Trace;
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 
 /// A trace and the file it came from.
 #[derive(Debug)]
@@ -17,6 +19,51 @@ pub struct TraceFile {
 /// True for the names torch.profiler gives traces (`*.json`, `*.json.gz`).
 pub fn is_trace_file_name(name: &str) -> bool {
     name.ends_with(".json") || name.ends_with(".json.gz")
+}
+
+/// Reads `files` on as many threads as there are cores, each taking the next file;
+/// `progress` is told the bytes of the files finished so far. Plain threads rather than
+/// rayon's: each read parses its batches on rayon's pool, and a pool worker waiting for
+/// the pool is how rayon deadlocks.
+fn read_in_parallel(
+    files: &[(PathBuf, u64)],
+    progress: &mut dyn FnMut(u64),
+) -> Vec<Result<TraceFile>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(files.len());
+    let next = AtomicUsize::new(0);
+    let (sender, finished) = mpsc::channel::<(usize, Result<TraceFile>)>();
+    let mut results: Vec<Option<Result<TraceFile>>> = files.iter().map(|_| None).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let (sender, next) = (sender.clone(), &next);
+            scope.spawn(move || loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some((file, _)) = files.get(k) else {
+                    return;
+                };
+                let trace = read_trace(file, &mut |_, _| {}).map(|trace| TraceFile {
+                    path: file.clone(),
+                    trace,
+                });
+                if sender.send((k, trace)).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(sender);
+        let mut done = 0;
+        for (k, result) in finished {
+            done += files[k].1;
+            progress(done);
+            results[k] = Some(result);
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.expect("every file is read"))
+        .collect()
 }
 
 /// The traces read, and the files of a directory that could not be used.
@@ -62,20 +109,7 @@ pub fn load_traces(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Lo
         ));
     }
     let total = files.iter().map(|(_, size)| size).sum();
-    // One file at a time: each is already read on every core (split and parsed in
-    // parallel), and rayon inside rayon would have the readers wait on one another.
-    let mut done = 0;
-    let read: Vec<Result<TraceFile>> = files
-        .iter()
-        .map(|(file, size)| {
-            let trace = read_trace(file, &mut |n, _| progress(done + n, total));
-            done += size;
-            trace.map(|trace| TraceFile {
-                path: file.clone(),
-                trace,
-            })
-        })
-        .collect();
+    let read = read_in_parallel(&files, &mut |done| progress(done, total));
     let mut loaded = Loaded::default();
     let mut first_error = None;
     for result in read {
