@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs gpuscope's benchmarks with the repository's venv (called by `make bench`).
-# Options: BENCH_WRITE_ARGS / BENCH_READ_ARGS / BENCH_MEMORY_ARGS / BENCH_REPORT_ARGS (passed to
-# each script), e.g.
+# Options: BENCH_WRITE_ARGS / BENCH_READ_ARGS / BENCH_MEMORY_ARGS / BENCH_REPORT_ARGS /
+# BENCH_TRACE_ARGS (passed to each script), e.g.
 #   BENCH_WRITE_ARGS="--n 50000 --repeat 3" bench/run.sh
 set -euo pipefail
 
@@ -13,6 +13,11 @@ if [[ ! -x "$python" ]]; then
     echo "no venv python at $python (set PYTHON=...)" >&2
     exit 1
 fi
+
+# bench_trace.py's rival, Holistic Trace Analysis, gets a venv of its own outside the
+# repository (it pulls pandas, plotly, ...): created here once, reused afterwards.
+hta_venv="${HTA_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuscope-bench/hta-venv}"
+hta_package="HolisticTraceAnalysis==0.5.0"
 
 echo "== building the release CLI (cargo build --release -p gpuscope-cli)"
 cargo build --release -p gpuscope-cli
@@ -42,3 +47,13 @@ echo
 echo "== bench_report.py ${BENCH_REPORT_ARGS:-}"
 # shellcheck disable=SC2086
 "$python" bench/bench_report.py ${BENCH_REPORT_ARGS:-}
+
+echo
+if ! "$hta_venv/bin/python" -c 'import hta' 2>/dev/null; then
+    echo "== creating $hta_venv ($hta_package from PyPI)"
+    "$python" -m venv "$hta_venv"
+    "$hta_venv/bin/python" -m pip install --quiet "$hta_package"
+fi
+echo "== bench_trace.py ${BENCH_TRACE_ARGS:-}"
+# shellcheck disable=SC2086
+"$python" bench/bench_trace.py --hta-venv "$hta_venv" ${BENCH_TRACE_ARGS:-}
