@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,17 @@ from typing import Any
 import gpuscope
 import pytest
 import torch
+from _chromium import (
+    CSS_URL,
+    EXTERNAL,
+    FETCHING_ATTRIBUTES,
+    VOID,
+    dump_dom,
+    find_chromium,
+    network_off,
+    points,
+    screenshot,
+)
 from _helpers import SHARED_DATA
 from PIL import Image
 from torch import nn
@@ -33,7 +43,6 @@ EVERY = 5
 # The depth component joins the loss here: the start of the run's second loss phase.
 DEPTH_FROM = 60
 SEED_LOG = SHARED_DATA / "logs" / "tensor_profile_20260128_140205.log"
-CHROMIUM_TIMEOUT = 60.0
 WINDOW = (1200, 2400)
 # A run directory's name cannot hold "/", so this path is two directories deep
 # ("<script>alert(1)<" / "script>&\""); the run's path, which the heading shows, spells the
@@ -49,12 +58,7 @@ LOSS_CHART = "Loss components"
 CHART_TITLES = (CATEGORY_CHART, TOTALS_CHART, FRAGMENTATION_CHART, COUNT_CHART, LOSS_CHART)
 
 # Attributes through which a page makes the browser fetch something.
-FETCHING_ATTRIBUTES = {"src", "href", "xlink:href", "srcset", "poster", "data", "action"}
-EXTERNAL = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
-CSS_URL = re.compile(r"url\(\s*(['\"]?)(.*?)\1\s*\)|@import\s+(['\"])(.*?)\3", re.IGNORECASE)
 # Elements that have no end tag (in the file as written; Chromium's dump closes the rest).
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
-POINT = re.compile(r"[ML](-?[0-9.]+),(-?[0-9.]+)")
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -109,68 +113,9 @@ def report_html(out_file: Path, *paths: Path) -> str:
 # --------------------------------------------------------------------------- chromium
 
 
-@cache
-def network_off() -> tuple[list[str], list[str]]:
-    """(command prefix, extra Chromium flags) that keep Chromium off the network.
-
-    A fresh network namespace has nothing but a downed loopback: ``unshare --net`` as root,
-    else ``unshare -rn`` (a user namespace maps us to root first)."""
-    for prefix in (["unshare", "--net"], ["unshare", "-rn"]):
-        if shutil.which(prefix[0]) is None:
-            continue
-        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
-        if probe.returncode == 0:
-            return prefix, []
-    # Neither namespace can be made here (a container without CAP_SYS_ADMIN and without
-    # user namespaces): Chromium then still shares the host's network, so every host name
-    # fails to resolve and everything else goes to a proxy on a port nothing listens on.
-    return [], ["--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9"]
-
-
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    found = shutil.which("chromium")
-    if found is None:
-        pytest.skip("Debian's chromium is not installed (make chromium installs it)")
-    return found
-
-
-def run_chromium(chromium: str, profile_dir: Path, *args: str) -> str:
-    prefix, flags = network_off()
-    cmd = [
-        *prefix,
-        chromium,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        f"--user-data-dir={profile_dir}",
-        *flags,
-        *args,
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=CHROMIUM_TIMEOUT, check=False)
-    assert out.returncode == 0, f"{cmd} exited {out.returncode}:\n{out.stderr[-3000:]}"
-    return out.stdout
-
-
-def dump_dom(chromium: str, page: Path, work: Path) -> str:
-    """The DOM after rendering, as Chromium serialises it."""
-    dom = run_chromium(chromium, work / f"{page.stem}-dom-profile", "--dump-dom", page.as_uri())
-    assert "<html" in dom, dom[:500]
-    return dom
-
-
-def screenshot(chromium: str, page: Path, work: Path) -> Path:
-    png = work / f"{page.stem}.png"
-    run_chromium(
-        chromium,
-        work / f"{page.stem}-shot-profile",
-        f"--screenshot={png}",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}",
-        "--hide-scrollbars",
-        page.as_uri(),
-    )
-    assert png.is_file(), f"Chromium wrote no screenshot of {page}"
-    return png
+    return find_chromium()
 
 
 # ------------------------------------------------------------------------ page model
@@ -280,10 +225,6 @@ def parse(html: str) -> PageParser:
     return parser
 
 
-def points(d: str) -> list[tuple[float, float]]:
-    return [(float(x), float(y)) for x, y in POINT.findall(d)]
-
-
 def expected_charts(run: dict[str, Any]) -> dict[str, list[str]]:
     """Chart title -> the series it must plot, from the run's JSON timeline; a chart with
     nothing to plot is left out of the page, and so is a category that holds nothing over
@@ -357,8 +298,8 @@ def pages(
             html_file=html_file,
             html=html,
             doc=report_json(*inputs),
-            dom=dump_dom(chromium, html_file, work),
-            screenshot=screenshot(chromium, html_file, work),
+            dom=dump_dom(chromium, html_file),
+            screenshot=screenshot(chromium, html_file, WINDOW),
         )
     return out
 
@@ -503,7 +444,7 @@ def test_a_hostile_run_name_is_text(chromium: str, phased_run: Path, tmp_path: P
     (run,) = report_json(run_dir)["runs"]
     html_file = tmp_path / "hostile.html"
     html = report_html(html_file, run_dir)
-    dom_text = dump_dom(chromium, html_file, tmp_path)
+    dom_text = dump_dom(chromium, html_file)
     for source in (html, dom_text):
         dom = parse(source)
         assert "script" not in [tag for tag, _ in dom.elements]
@@ -525,7 +466,7 @@ def test_a_hostile_loss_name_is_an_attribute_value(chromium: str, tmp_path: Path
     (run,) = report_json(run_dir)["runs"]
     html_file = tmp_path / "loss-name.html"
     report_html(html_file, run_dir)
-    dom = parse(dump_dom(chromium, html_file, tmp_path))
+    dom = parse(dump_dom(chromium, html_file))
     assert "img" not in [tag for tag, _ in dom.elements]
     loss = dom.sections[0].chart(LOSS_CHART)
     assert {n for n, _ in loss.series} == set(expected_charts(run)[LOSS_CHART])
@@ -541,7 +482,7 @@ def test_no_tick_is_labelled_negative_zero(chromium: str, tmp_path: Path) -> Non
             scope.step(it, losses={"mse": torch.tensor(1.0 / (it + 1) ** 2)})
     html_file = tmp_path / "decay.html"
     report_html(html_file, run_dir)
-    dom = parse(dump_dom(chromium, html_file, tmp_path))
+    dom = parse(dump_dom(chromium, html_file))
     labels = [t for c in dom.sections[0].charts for t in c.tick_labels]
     assert any(re.fullmatch(r"0(\.0+)?", t) for t in labels), labels
     negative_zero = [t for t in labels if re.fullmatch(r"-0(\.0+)?\D*", t)]

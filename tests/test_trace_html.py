@@ -15,17 +15,26 @@ from __future__ import annotations
 import html as html_lib
 import json
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from _chromium import (
+    CSS_URL,
+    EXTERNAL,
+    FETCHING_ATTRIBUTES,
+    VOID,
+    dump_dom,
+    find_chromium,
+    network_off,
+    points,
+    screenshot,
+)
 from _helpers import SHARED_DATA
 from PIL import Image
 from torch import nn
@@ -37,8 +46,6 @@ RANKS = (TRACES / "sampled_rank0.json.gz", TRACES / "sampled_rank1.json.gz")
 CPU_ONLY = TRACES / "cpu_only_rank34.json.gz"
 MEMORY_TIMELINE = TRACES / "memory_timeline.raw.gz"
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_TIMEOUT = 60.0
 WINDOW = (1200, 2400)
 # The CPU-only trace holds one step and one operator: its page is a heading and two
 # one-row tables, which fill the top of a shorter window only.
@@ -59,12 +66,6 @@ STEP_CATEGORIES = (
 STEPS_CHART = "Step time by category (ms)"
 MEMORY_CHART = "Allocated memory"
 CATEGORY_CHART = "Memory by category"
-
-FETCHING_ATTRIBUTES = {"src", "href", "xlink:href", "srcset", "poster", "data", "action"}
-EXTERNAL = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
-CSS_URL = re.compile(r"url\(\s*(['\"]?)(.*?)\1\s*\)|@import\s+(['\"])(.*?)\3", re.IGNORECASE)
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
-POINT = re.compile(r"[ML](-?[0-9.]+),(-?[0-9.]+)")
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -123,63 +124,9 @@ def trace_html(path: Path, out_file: Path) -> str:
 # --------------------------------------------------------------------------- chromium
 
 
-@cache
-def network_off() -> tuple[list[str], list[str]]:
-    """(command prefix, extra Chromium flags) that keep Chromium off the network: a fresh
-    network namespace (``unshare --net`` as root, else ``unshare -rn``), or, where none can
-    be made, host names that never resolve and a proxy nothing listens on."""
-    for prefix in (["unshare", "--net"], ["unshare", "-rn"]):
-        if shutil.which(prefix[0]) is None:
-            continue
-        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
-        if probe.returncode == 0:
-            return prefix, []
-    return [], ["--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9"]
-
-
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    found = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
-    if found is None:
-        pytest.skip("Debian's chromium is not installed (make chromium installs it)")
-    return found
-
-
-def run_chromium(chromium: str, profile_dir: Path, *args: str) -> str:
-    prefix, flags = network_off()
-    cmd = [
-        *prefix,
-        chromium,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        f"--user-data-dir={profile_dir}",
-        *flags,
-        *args,
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=CHROMIUM_TIMEOUT, check=False)
-    assert out.returncode == 0, f"{cmd} exited {out.returncode}:\n{out.stderr[-3000:]}"
-    return out.stdout
-
-
-def dump_dom(chromium: str, page: Path) -> str:
-    dom = run_chromium(chromium, page.with_suffix(".dom-profile"), "--dump-dom", page.as_uri())
-    assert "<html" in dom, dom[:500]
-    return dom
-
-
-def screenshot(chromium: str, page: Path, window: tuple[int, int]) -> Path:
-    png = page.with_suffix(".png")
-    run_chromium(
-        chromium,
-        page.with_suffix(".shot-profile"),
-        f"--screenshot={png}",
-        f"--window-size={window[0]},{window[1]}",
-        "--hide-scrollbars",
-        page.as_uri(),
-    )
-    assert png.is_file(), f"Chromium wrote no screenshot of {page}"
-    return png
+    return find_chromium()
 
 
 # ------------------------------------------------------------------------ page model
@@ -296,10 +243,6 @@ def parse(source: str) -> PageParser:
     parser.feed(source)
     parser.close()
     return parser
-
-
-def points(d: str) -> list[tuple[float, float]]:
-    return [(float(x), float(y)) for x, y in POINT.findall(d)]
 
 
 # -------------------------------------------------------------------------- fixtures

@@ -1,0 +1,86 @@
+"""Headless Chromium (Debian's `chromium`, installed by `make chromium`) for the HTML tests:
+run with networking off, dump the DOM after rendering, take a screenshot; and the patterns
+the tests use to check that a page fetches nothing."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+CHROMIUM_TIMEOUT = 60.0
+
+FETCHING_ATTRIBUTES = {"src", "href", "xlink:href", "srcset", "poster", "data", "action"}
+EXTERNAL = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
+CSS_URL = re.compile(r"url\(\s*(['\"]?)(.*?)\1\s*\)|@import\s+(['\"])(.*?)\3", re.IGNORECASE)
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+POINT = re.compile(r"[ML](-?[0-9.]+),(-?[0-9.]+)")
+
+
+def points(d: str) -> list[tuple[float, float]]:
+    """The points of an SVG path's `d`."""
+    return [(float(x), float(y)) for x, y in POINT.findall(d)]
+
+
+def network_off() -> tuple[list[str], list[str]]:
+    """(command prefix, extra Chromium flags) that keep Chromium off the network: a fresh
+    network namespace (``unshare --net`` as root, else ``unshare -rn``), or, where none can
+    be made, host names that never resolve and a proxy nothing listens on."""
+    for prefix in (["unshare", "--net"], ["unshare", "-rn"]):
+        if shutil.which(prefix[0]) is None:
+            continue
+        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
+        if probe.returncode == 0:
+            return prefix, []
+    return [], ["--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9"]
+
+
+def find_chromium() -> str:
+    """The chromium binary; skips the test when it is not installed."""
+    found = shutil.which("chromium")
+    if found is None:
+        pytest.skip("Debian's chromium is not installed (make chromium installs it)")
+    return found
+
+
+def run_chromium(chromium: str, profile_dir: Path, *args: str) -> str:
+    """Runs headless Chromium with networking off and a fresh profile; its stdout."""
+    prefix, flags = network_off()
+    cmd = [
+        *prefix,
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={profile_dir}",
+        *flags,
+        *args,
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=CHROMIUM_TIMEOUT, check=False)
+    assert out.returncode == 0, f"{cmd} exited {out.returncode}:\n{out.stderr[-3000:]}"
+    return out.stdout
+
+
+def dump_dom(chromium: str, page: Path) -> str:
+    """The DOM after rendering, as Chromium serialises it."""
+    dom = run_chromium(chromium, page.with_suffix(".dom-profile"), "--dump-dom", page.as_uri())
+    assert "<html" in dom, dom[:500]
+    return dom
+
+
+def screenshot(chromium: str, page: Path, window: tuple[int, int]) -> Path:
+    """A screenshot of the page in a window of `window` pixels."""
+    png = page.with_suffix(".png")
+    run_chromium(
+        chromium,
+        page.with_suffix(".shot-profile"),
+        f"--screenshot={png}",
+        f"--window-size={window[0]},{window[1]}",
+        "--hide-scrollbars",
+        page.as_uri(),
+    )
+    assert png.is_file(), f"Chromium wrote no screenshot of {page}"
+    return png
