@@ -117,3 +117,10 @@ def run(cmd: list[str], timeout: float = 60, **kwargs: Any) -> subprocess.Comple
     return subprocess.run(
         cmd, check=False, capture_output=True, text=True, timeout=timeout, **kwargs
     )
+
+
+def gpuscope_cli(
+    *args: str | Path, timeout: float = 120, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m gpuscope ARGS`` with stdout and stderr captured (so not a terminal)."""
+    return run([sys.executable, "-m", "gpuscope", *map(str, args)], timeout=timeout, cwd=cwd)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _chromium import find_chromium
 from _helpers import REPO_ROOT, TFEVENTS_DATA, CliRunner, console_script, run
 
 
@@ -101,3 +102,9 @@ def run_cli(cli_command: Callable[[str], list[str]]) -> CliRunner:
         return run([*cli_command(via), *map(str, args)], **kwargs)
 
     return runner
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's chromium for the HTML tests; they skip without it."""
+    return find_chromium()

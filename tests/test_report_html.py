@@ -29,12 +29,11 @@ from _chromium import (
     FETCHING_ATTRIBUTES,
     VOID,
     dump_dom,
-    find_chromium,
     network_off,
     points,
     screenshot,
 )
-from _helpers import SHARED_DATA
+from _helpers import SHARED_DATA, gpuscope_cli
 from PIL import Image
 from torch import nn
 
@@ -87,16 +86,6 @@ def train_phased_leaking_run(run_dir: Path) -> None:
             scope.step(it, losses=parts)
 
 
-def gpuscope_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuscope", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def report_json(*paths: Path) -> dict[str, Any]:
     out = gpuscope_cli("report", *map(str, paths), "--format", "json")
     assert out.returncode == 0, out.stderr
@@ -111,11 +100,6 @@ def report_html(out_file: Path, *paths: Path) -> str:
 
 
 # --------------------------------------------------------------------------- chromium
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    return find_chromium()
 
 
 # ------------------------------------------------------------------------ page model

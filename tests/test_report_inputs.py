@@ -18,8 +18,6 @@ import itertools
 import json
 import random
 import shutil
-import subprocess
-import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Any
 import gpuscope
 import pytest
 import torch
+from _helpers import gpuscope_cli
 from _memory_helpers import MB, one_thread, read_jsonl
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
@@ -39,17 +38,6 @@ MB_ROUNDING = KIB
 
 ITERATIONS = 120
 EVERY = 5
-
-
-def gpuscope_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """``python -m gpuscope ARGS`` with stdout and stderr captured (so not a terminal)."""
-    return subprocess.run(
-        [sys.executable, "-m", "gpuscope", *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
 
 
 def report_json(*paths: Path) -> dict[str, Any]:

@@ -5,13 +5,12 @@ activity rather than an empty or failed breakdown."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from _helpers import gpuscope_cli
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
@@ -51,19 +50,8 @@ def traces(trace_dir: Path) -> list[Path]:
     return files
 
 
-def gpuscope_trace(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuscope", "trace", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=cwd,
-    )
-
-
 def trace_json(path: Path) -> dict[str, Any]:
-    out = gpuscope_trace(path, "--format", "json")
+    out = gpuscope_cli("trace", path, "--format", "json")
     assert out.returncode == 0, out.stderr
     assert "panicked" not in out.stderr
     doc: dict[str, Any] = json.loads(out.stdout)
@@ -102,7 +90,7 @@ def test_a_cpu_only_trace_is_read_whole(trace_dir: Path) -> None:
 def test_the_text_says_there_is_no_gpu_activity(trace_dir: Path) -> None:
     # Run where the trace is: the header line holds the path as given.
     path = traces(trace_dir)[0]
-    out = gpuscope_trace(path.name, cwd=trace_dir)
+    out = gpuscope_cli("trace", path.name, cwd=trace_dir)
     assert out.returncode == 0, out.stderr
     assert "No GPU activity" in out.stdout
     assert "panicked" not in out.stderr
@@ -116,7 +104,7 @@ def test_the_directory_tensorboard_trace_handler_writes(trace_dir: Path) -> None
     assert len(doc["ranks"]) == len(files)
     for rank, path in zip(doc["ranks"], files, strict=True):
         assert_cpu_only(rank, path)
-    out = gpuscope_trace(trace_dir)
+    out = gpuscope_cli("trace", trace_dir)
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("No GPU activity") == len(files)
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 import html as html_lib
 import json
 import re
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -30,11 +28,10 @@ from _chromium import (
     FETCHING_ATTRIBUTES,
     VOID,
     dump_dom,
-    find_chromium,
     points,
     screenshot,
 )
-from _helpers import SHARED_DATA
+from _helpers import SHARED_DATA, gpuscope_cli
 from PIL import Image
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule
@@ -96,36 +93,21 @@ def record_cpu_run(path: Path) -> None:
     assert path.is_file()
 
 
-def gpuscope_trace(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuscope", "trace", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def trace_json(path: Path) -> dict[str, Any]:
-    out = gpuscope_trace(path, "--format", "json")
+    out = gpuscope_cli("trace", path, "--format", "json")
     assert out.returncode == 0, out.stderr
     doc: dict[str, Any] = json.loads(out.stdout)
     return doc
 
 
 def trace_html(path: Path, out_file: Path) -> str:
-    out = gpuscope_trace(path, "--format", "html", "-o", out_file)
+    out = gpuscope_cli("trace", path, "--format", "html", "-o", out_file)
     assert out.returncode == 0, out.stderr
     assert "panicked" not in out.stderr
     return out_file.read_text(encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- chromium
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    return find_chromium()
 
 
 # ------------------------------------------------------------------------ page model

@@ -15,8 +15,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from typing import Any
 
 import pytest
 import torch
+from _helpers import gpuscope_cli
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -71,18 +70,8 @@ def train(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torc
         opt.step()
 
 
-def gpuscope_trace(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuscope", "trace", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def gpuscope_json(path: Path) -> dict[str, Any]:
-    out = gpuscope_trace(path, "--format", "json", "--top", "1000")
+    out = gpuscope_cli("trace", path, "--format", "json", "--top", "1000")
     assert out.returncode == 0, out.stderr
     assert "panicked" not in out.stderr
     doc: dict[str, Any] = json.loads(out.stdout)
@@ -394,7 +383,7 @@ def timelines(memory_run: MemoryRun) -> tuple[dict[str, Any], list[list[int]], l
     """gpuscope's document for the raw export, torch's coalesced sizes (one row per time,
     category columns in _CATEGORY_TO_INDEX order — the leading column of torch's rows,
     always 0, is dropped), and torch's times."""
-    out = gpuscope_trace(memory_run.raw, "--format", "json")
+    out = gpuscope_cli("trace", memory_run.raw, "--format", "json")
     assert out.returncode == 0, out.stderr
     doc: dict[str, Any] = json.loads(out.stdout)
     times, sizes = json.loads(memory_run.coalesced.read_text())
@@ -477,7 +466,7 @@ def test_the_export_named_as_the_help_says_is_read(
     times, sizes = json.loads(gzip.decompress(data) if name.endswith(".gz") else data)
     if not (isinstance(times[0], int) and isinstance(sizes[0], list)):
         pytest.fail("torch wrote raw events here: the premise of this xfail is gone")
-    out = gpuscope_trace(path, "--format", "json")
+    out = gpuscope_cli("trace", path, "--format", "json")
     assert "panicked" not in out.stderr
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
