@@ -9,7 +9,7 @@ use gpuscope::analysis::trace::report::report;
 use gpuscope::analysis::trace::scope::{scope, Clock};
 use gpuscope::render::memory_timeline as memory;
 use gpuscope::render::trace as render;
-use gpuscope::render::trace_export as export;
+use gpuscope::render::trace_export::{self as export, TableFormat};
 use gpuscope::render::trace_html;
 use gpuscope::trace::memory_timeline::{is_memory_timeline, read_memory_timeline};
 use gpuscope::trace::{load_traces, TraceFile};
@@ -29,7 +29,14 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
     let traces = load(&args.path)?;
     if let Some(format) = args.export {
         let dir = args.output.clone().unwrap_or_else(|| PathBuf::from("."));
-        return export(&traces, format, &dir);
+        let format = match format {
+            ExportFormat::Csv => TableFormat::Csv,
+            ExportFormat::Parquet => TableFormat::Parquet,
+        };
+        for path in export::export(&traces, format, &dir)? {
+            eprintln!("wrote {}", path.display());
+        }
+        return Ok(());
     }
     let mut out = output::open(args.output.as_deref())?;
     if let Some(other) = &args.diff {
@@ -83,43 +90,6 @@ fn memory_timeline(args: &TraceArgs) -> Result<(), Failure> {
         TraceFormat::Html => memory::html(&args.path, &t, &mut out)?,
     }
     out.flush()?;
-    Ok(())
-}
-
-/// How a table is made from one trace.
-type TableOf = fn(&TraceFile) -> export::Table;
-
-/// Writes the kernel and operator tables into `dir`.
-fn export(traces: &[TraceFile], format: ExportFormat, dir: &Path) -> Result<(), Failure> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Failure::Usage(format!("{}: cannot create: {e}", dir.display())))?;
-    let tables: [(&str, TableOf); 2] = [
-        ("kernels", export::kernels),
-        ("operators", export::operators),
-    ];
-    for (name, table) in tables {
-        let rows: Vec<export::Table> = traces.iter().map(table).collect();
-        let path = match format {
-            ExportFormat::Csv => dir.join(format!("{name}.csv")),
-            ExportFormat::Parquet => dir.join(format!("{name}.parquet")),
-        };
-        match format {
-            ExportFormat::Csv => {
-                let mut out = output::open(Some(&path))?;
-                export::write_csv(&rows, &mut out)?;
-                out.flush()?;
-            }
-            ExportFormat::Parquet => {
-                let file = std::fs::File::create(&path).map_err(|e| {
-                    Failure::Usage(format!("{}: cannot create: {e}", path.display()))
-                })?;
-                export::write_parquet(&rows, file).map_err(|e| {
-                    Failure::Usage(format!("{}: cannot write: {e}", path.display()))
-                })?;
-            }
-        }
-        eprintln!("wrote {}", path.display());
-    }
     Ok(())
 }
 

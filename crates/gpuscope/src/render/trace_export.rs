@@ -4,7 +4,8 @@
 //! whole nanoseconds on the trace's clock, so nothing is rounded.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parquet::basic::Compression;
@@ -16,6 +17,48 @@ use parquet::schema::parser::parse_message_type;
 use crate::analysis::trace::kernel_type::KernelType;
 use crate::model::trace::{Kind, NONE, NO_SHAPES};
 use crate::trace::TraceFile;
+use crate::{Error, Result};
+
+/// The file formats the tables are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableFormat {
+    /// Comma-separated values with a header row.
+    Csv,
+    /// Apache Parquet, a row group per trace, Snappy-compressed.
+    Parquet,
+}
+
+/// How a table is made from one trace.
+type TableOf = fn(&TraceFile) -> Table;
+
+/// Writes `kernels.<ext>` and `operators.<ext>` of `traces` into `dir` (created when
+/// missing); the files written.
+pub fn export(traces: &[TraceFile], format: TableFormat, dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let tables: [(&str, TableOf); 2] = [("kernels", kernels), ("operators", operators)];
+    let mut written = Vec::new();
+    for (name, table) in tables {
+        let rows: Vec<Table> = traces.iter().map(table).collect();
+        let extension = match format {
+            TableFormat::Csv => "csv",
+            TableFormat::Parquet => "parquet",
+        };
+        let path = dir.join(format!("{name}.{extension}"));
+        let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        match format {
+            TableFormat::Csv => {
+                let mut out = BufWriter::new(file);
+                write_csv(&rows, &mut out)
+                    .and_then(|()| out.flush())
+                    .map_err(|e| Error::io(&path, e))?;
+            }
+            TableFormat::Parquet => write_parquet(&rows, file)
+                .map_err(|e| Error::bad_input(&path, format!("cannot write Parquet: {e}")))?,
+        }
+        written.push(path);
+    }
+    Ok(written)
+}
 
 /// One column of a table.
 pub enum Values {
@@ -45,28 +88,39 @@ fn int(v: i64) -> Option<i64> {
     (v != NONE).then_some(v)
 }
 
+/// The events a table has a row for, and how its columns are filled from them.
+struct Rows(Vec<usize>);
+
+impl Rows {
+    fn ints(&self, f: impl Fn(usize) -> Option<i64>) -> Values {
+        Values::Int(self.0.iter().map(|&i| f(i)).collect())
+    }
+
+    fn texts(&self, f: impl Fn(usize) -> String) -> Values {
+        Values::Text(self.0.iter().map(|&i| f(i)).collect())
+    }
+}
+
 /// The GPU work of one trace.
 pub fn kernels(t: &TraceFile) -> Table {
     let (tr, e) = (&t.trace, &t.trace.events);
-    let rows: Vec<usize> = (0..e.len()).filter(|&i| e.kind[i].is_gpu()).collect();
-    let ints = |f: &dyn Fn(usize) -> Option<i64>| Values::Int(rows.iter().map(|&i| f(i)).collect());
-    let texts = |f: &dyn Fn(usize) -> String| Values::Text(rows.iter().map(|&i| f(i)).collect());
+    let rows = Rows((0..e.len()).filter(|&i| e.kind[i].is_gpu()).collect());
     Table {
         columns: vec![
-            ("rank", ints(&|_| Some(tr.rank.into()))),
-            ("name", texts(&|i| tr.names.get(e.name[i]).to_owned())),
-            ("kind", texts(&|i| e.kind[i].label().to_owned())),
+            ("rank", rows.ints(|_| Some(tr.rank.into()))),
+            ("name", rows.texts(|i| tr.names.get(e.name[i]).to_owned())),
+            ("kind", rows.texts(|i| e.kind[i].label().to_owned())),
             (
                 "kernel_type",
-                texts(&|i| KernelType::of(tr.names.get(e.name[i])).label().to_owned()),
+                rows.texts(|i| KernelType::of(tr.names.get(e.name[i])).label().to_owned()),
             ),
-            ("ts_ns", ints(&|i| Some(e.ts[i]))),
-            ("dur_ns", ints(&|i| Some(e.dur[i]))),
-            ("stream", ints(&|i| int(e.stream[i]))),
-            ("device", ints(&|i| int(e.device[i]))),
-            ("correlation", ints(&|i| int(e.correlation[i]))),
-            ("external_id", ints(&|i| int(e.external_id[i]))),
-            ("bytes", ints(&|i| int(e.bytes[i]))),
+            ("ts_ns", rows.ints(|i| Some(e.ts[i]))),
+            ("dur_ns", rows.ints(|i| Some(e.dur[i]))),
+            ("stream", rows.ints(|i| int(e.stream[i]))),
+            ("device", rows.ints(|i| int(e.device[i]))),
+            ("correlation", rows.ints(|i| int(e.correlation[i]))),
+            ("external_id", rows.ints(|i| int(e.external_id[i]))),
+            ("bytes", rows.ints(|i| int(e.bytes[i]))),
         ],
     }
 }
@@ -74,21 +128,19 @@ pub fn kernels(t: &TraceFile) -> Table {
 /// The CPU operators of one trace.
 pub fn operators(t: &TraceFile) -> Table {
     let (tr, e) = (&t.trace, &t.trace.events);
-    let rows: Vec<usize> = (0..e.len()).filter(|&i| e.kind[i] == Kind::CpuOp).collect();
-    let ints = |f: &dyn Fn(usize) -> Option<i64>| Values::Int(rows.iter().map(|&i| f(i)).collect());
-    let texts = |f: &dyn Fn(usize) -> String| Values::Text(rows.iter().map(|&i| f(i)).collect());
+    let rows = Rows((0..e.len()).filter(|&i| e.kind[i] == Kind::CpuOp).collect());
     Table {
         columns: vec![
-            ("rank", ints(&|_| Some(tr.rank.into()))),
-            ("name", texts(&|i| tr.names.get(e.name[i]).to_owned())),
-            ("ts_ns", ints(&|i| Some(e.ts[i]))),
-            ("dur_ns", ints(&|i| Some(e.dur[i]))),
-            ("pid", ints(&|i| int(e.pid[i]))),
-            ("tid", ints(&|i| int(e.tid[i]))),
-            ("external_id", ints(&|i| int(e.external_id[i]))),
+            ("rank", rows.ints(|_| Some(tr.rank.into()))),
+            ("name", rows.texts(|i| tr.names.get(e.name[i]).to_owned())),
+            ("ts_ns", rows.ints(|i| Some(e.ts[i]))),
+            ("dur_ns", rows.ints(|i| Some(e.dur[i]))),
+            ("pid", rows.ints(|i| int(e.pid[i]))),
+            ("tid", rows.ints(|i| int(e.tid[i]))),
+            ("external_id", rows.ints(|i| int(e.external_id[i]))),
             (
                 "input_shapes",
-                texts(&|i| match e.shapes[i] {
+                rows.texts(|i| match e.shapes[i] {
                     NO_SHAPES => String::new(),
                     s => tr.names.get(s).to_owned(),
                 }),
