@@ -2,10 +2,10 @@
 //! values, and of the elements of one array value, without parsing them.
 //!
 //! Written by hand because nothing else does this job: serde_json reads an `io::Read`
-//! byte by byte through its `IoRead` (a third of the time of parsing the same bytes from a
-//! slice) and hands out values only as they are deserialized, one at a time; a trace's
+//! byte by byte through its `IoRead` (slower than parsing the same bytes from a slice)
+//! and hands out values only as they are deserialized, one at a time; a trace's
 //! `traceEvents` array is hundreds of MB. Cutting it into elements here lets serde_json
-//! parse batches of them from slices, on every core, while memory holds one batch. The
+//! parse batches of them from slices, on every core, while memory holds two batches. The
 //! splitter only tracks strings, escapes and nesting; serde_json still checks every
 //! element in full.
 
