@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 
@@ -90,4 +91,25 @@ def rss_note(runs: list[ChildRun]) -> str:
     return (
         f"peak RSS: os.wait4 fallback (no /usr/bin/time) -- an UPPER BOUND: it includes "
         f"the runner's own peak, {own_peak_rss_mb():.1f} MB now"
+    )
+
+
+def note(text: str) -> None:
+    """Prints text wrapped to 80 columns, continuation lines indented."""
+    print(textwrap.fill(text, width=80, subsequent_indent="  "), flush=True)
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def closing_notes(children: list[ChildRun], lines: list[str], started: float) -> None:
+    """The peak-RSS method, the checks and verdicts, the run's wall time and the load."""
+    note(rss_note(children))
+    for line in lines:
+        note(line)
+    note(
+        f"benchmark wall time: {time.perf_counter() - started:.0f} s (input generation "
+        f"included); load average {loadavg()} at the end (2 cores: above ~0.3 before "
+        f"starting means another process was competing)"
     )

@@ -43,7 +43,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -51,7 +50,7 @@ from multiprocessing import Pool
 from pathlib import Path
 from typing import Any
 
-from _measure import ChildRun, own_peak_rss_mb, rss_note, run_child
+from _measure import ChildRun, closing_notes, loadavg, note, own_peak_rss_mb, run_child
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = REPO / "target" / "release" / "gpuscope"  # --cli overrides (a copy cannot change mid-run)
@@ -534,15 +533,6 @@ def print_table(kind: str, path: Path, runs: Runs, rival: list[Any], repeat: int
     )
 
 
-def note(text: str) -> None:
-    """Prints text wrapped to 80 columns, continuation lines indented."""
-    print(textwrap.fill(text, width=80, subsequent_indent="  "))
-
-
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def run_all(args: argparse.Namespace) -> None:
     cli = Path(args.cli)
     if not cli.exists():
@@ -588,14 +578,7 @@ def run_all(args: argparse.Namespace) -> None:
     finally:
         if own_data:
             shutil.rmtree(data_dir, ignore_errors=True)
-    note(rss_note(children))
-    for line in checks + verdicts:
-        note(line)
-    note(
-        f"benchmark wall time: {time.perf_counter() - t_start:.0f} s (input generation "
-        f"included); load average {loadavg()} at the end (2 cores: above ~0.3 before "
-        f"starting means another process was competing)"
-    )
+    closing_notes(children, checks + verdicts, t_start)
 
 
 def parse_args() -> argparse.Namespace:

@@ -62,13 +62,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _measure import ChildRun, own_peak_rss_mb, rss_note, run_child
+from _measure import ChildRun, closing_notes, loadavg, note, own_peak_rss_mb, run_child
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = REPO / "target" / "release" / "gpuscope"
@@ -226,15 +225,6 @@ def synthesize(source: str, out_json: str, out_gz: str, target_bytes: int) -> di
 
 
 # --- the runner ------------------------------------------------------------------------
-
-
-def note(text: str) -> None:
-    """Prints text wrapped to 80 columns, continuation lines indented."""
-    print(textwrap.fill(text, width=80, subsequent_indent="  "), flush=True)
-
-
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def ensure_hta_venv(venv: Path) -> Path:
@@ -626,14 +616,7 @@ def run_all(args: argparse.Namespace) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         if not own_data:
             note(f"kept the synthetic inputs in {data_dir}")
-    note(rss_note(children))
-    for line in checks + verdicts:
-        note(line)
-    note(
-        f"benchmark wall time: {time.perf_counter() - t_start:.0f} s (input generation "
-        f"included); load average {loadavg()} at the end (2 cores: above ~0.3 before "
-        f"starting means another process was competing)"
-    )
+    closing_notes(children, checks + verdicts, t_start)
 
 
 def parse_args() -> argparse.Namespace:

@@ -28,32 +28,24 @@ echo "cpus: $(nproc) x $(lscpu | sed -n 's/^Model name: *//p')"
 echo "ram:  $(free -g | awk '/^Mem:/ {print $2 " GiB"}')"
 "$python" -c 'import sys, gpuscope, torch, tensorboard, tbparse; print(f"python {sys.version.split()[0]}, gpuscope {gpuscope.__version__}, torch {torch.__version__}, tensorboard {tensorboard.__version__}, tbparse {tbparse.__version__}")'
 
-echo
-echo "== bench_tb_write.py ${BENCH_WRITE_ARGS:-}"
-# shellcheck disable=SC2086
-"$python" bench/bench_tb_write.py ${BENCH_WRITE_ARGS:-}
+# Runs bench/NAME with the options in the environment variable VAR.
+bench() {
+    local name="$1" var="$2"
+    shift 2
+    echo
+    echo "== $name ${!var:-}"
+    # shellcheck disable=SC2086
+    "$python" "bench/$name" "$@" ${!var:-}
+}
 
-echo
-echo "== bench_tb_read.py ${BENCH_READ_ARGS:-}"
-# shellcheck disable=SC2086
-"$python" bench/bench_tb_read.py ${BENCH_READ_ARGS:-}
+bench bench_tb_write.py BENCH_WRITE_ARGS
+bench bench_tb_read.py BENCH_READ_ARGS
+bench bench_memory_record.py BENCH_MEMORY_ARGS
+bench bench_report.py BENCH_REPORT_ARGS
 
-echo
-echo "== bench_memory_record.py ${BENCH_MEMORY_ARGS:-}"
-# shellcheck disable=SC2086
-"$python" bench/bench_memory_record.py ${BENCH_MEMORY_ARGS:-}
-
-echo
-echo "== bench_report.py ${BENCH_REPORT_ARGS:-}"
-# shellcheck disable=SC2086
-"$python" bench/bench_report.py ${BENCH_REPORT_ARGS:-}
-
-echo
 if ! "$hta_venv/bin/python" -c 'import hta' 2>/dev/null; then
     echo "== creating $hta_venv ($hta_package from PyPI)"
     "$python" -m venv "$hta_venv"
     "$hta_venv/bin/python" -m pip install --quiet "$hta_package"
 fi
-echo "== bench_trace.py ${BENCH_TRACE_ARGS:-}"
-# shellcheck disable=SC2086
-"$python" bench/bench_trace.py --hta-venv "$hta_venv" ${BENCH_TRACE_ARGS:-}
+bench bench_trace.py BENCH_TRACE_ARGS --hta-venv "$hta_venv"
