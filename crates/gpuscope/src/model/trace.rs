@@ -2,7 +2,7 @@
 //! in parallel columns, names interned. A trace of a million events costs tens of bytes
 //! per event, not the kilobyte a parsed JSON object would.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// What an event is. The trace's categories spell these two ways (`kernel` today,
 /// `Kernel` in the 2021 schema); both map here.
@@ -81,7 +81,9 @@ impl Kind {
 #[derive(Debug, Clone, Default)]
 pub struct Names {
     strings: Vec<String>,
-    index: HashMap<String, u32>,
+    /// Fx, not SipHash: names come from a file the user chose to read, and hashing them
+    /// was a few percent of a trace's parse.
+    index: FxHashMap<String, u32>,
 }
 
 impl Names {

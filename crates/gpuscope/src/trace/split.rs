@@ -43,54 +43,77 @@ impl std::fmt::Display for SplitError {
 
 const CHUNK: usize = 1 << 20;
 
-/// Where a scan through one value is: how deep in objects and arrays, inside a string or
+/// Where a scan through one value is: how deep in its containers, inside a string or
 /// not, after a backslash or not. It carries over from one chunk to the next.
+///
+/// Only the value's own kind of bracket is counted (`{}` for an object, `[]` for an
+/// array): in valid JSON the other kind nests inside and balances itself, and serde_json
+/// checks every element in full afterwards. That lets `memchr3` jump from one quote or
+/// bracket to the next instead of looking at every byte.
 #[derive(Debug, Default, Clone, Copy)]
 struct Scan {
     depth: usize,
     in_string: bool,
     escaped: bool,
+    open: u8,
+    close: u8,
 }
 
 impl Scan {
     /// The length of the value's bytes in `chunk` when the value ends there.
     fn end_in(&mut self, chunk: &[u8]) -> Option<usize> {
         let mut i = 0;
-        while i < chunk.len() {
-            let b = chunk[i];
-            if self.in_string {
-                if self.escaped {
-                    self.escaped = false;
-                } else if b == b'\\' {
-                    self.escaped = true;
-                } else if b == b'"' {
-                    self.in_string = false;
-                    if self.depth == 0 {
-                        return Some(i + 1);
-                    }
-                } else {
-                    // Names are most of a trace: jump to the next quote or backslash.
-                    i += memchr::memchr2(b'"', b'\\', &chunk[i..]).unwrap_or(chunk.len() - i);
-                    continue;
+        if self.depth == 0 && !self.in_string {
+            match chunk.first()? {
+                b'"' => {
+                    self.in_string = true;
+                    i = 1;
                 }
+                &b @ (b'{' | b'[') => {
+                    (self.open, self.close) = (b, if b == b'{' { b'}' } else { b']' });
+                    self.depth = 1;
+                    i = 1;
+                }
+                // A number or literal: it ends at the first delimiter.
+                _ => {
+                    return chunk.iter().position(|&b| {
+                        matches!(b, b',' | b':' | b']' | b'}') || b.is_ascii_whitespace()
+                    });
+                }
+            }
+        }
+        while i < chunk.len() {
+            if self.escaped {
+                self.escaped = false;
                 i += 1;
                 continue;
             }
-            match b {
-                b'"' => self.in_string = true,
-                b'{' | b'[' => self.depth += 1,
-                b'}' | b']' if self.depth == 0 => return Some(i),
-                b'}' | b']' => {
-                    self.depth -= 1;
+            let rest = &chunk[i..];
+            if self.in_string {
+                let at = i + memchr::memchr2(b'"', b'\\', rest)?;
+                if chunk[at] == b'\\' {
+                    self.escaped = true;
+                } else {
+                    self.in_string = false;
                     if self.depth == 0 {
-                        return Some(i + 1);
+                        return Some(at + 1);
                     }
                 }
-                b',' | b':' if self.depth == 0 => return Some(i),
-                b if self.depth == 0 && b.is_ascii_whitespace() => return Some(i),
-                _ => {}
+                i = at + 1;
+                continue;
             }
-            i += 1;
+            let at = i + memchr::memchr3(b'"', self.open, self.close, rest)?;
+            match chunk[at] {
+                b'"' => self.in_string = true,
+                b if b == self.open => self.depth += 1,
+                _ => {
+                    self.depth -= 1;
+                    if self.depth == 0 {
+                        return Some(at + 1);
+                    }
+                }
+            }
+            i = at + 1;
         }
         None
     }
@@ -99,7 +122,9 @@ impl Scan {
 /// A JSON document being split, read in chunks.
 pub struct Splitter<R> {
     input: R,
+    /// Zeroed once and reused: `buf[pos..end]` is the input not consumed yet.
     buf: Vec<u8>,
+    end: usize,
     pos: usize,
     /// Bytes dropped from the front of `buf` so far.
     offset: u64,
@@ -110,7 +135,8 @@ impl<R: Read> Splitter<R> {
     pub fn new(input: R) -> Self {
         Splitter {
             input,
-            buf: Vec::with_capacity(CHUNK),
+            buf: Vec::new(),
+            end: 0,
             pos: 0,
             offset: 0,
         }
@@ -118,8 +144,8 @@ impl<R: Read> Splitter<R> {
 
     /// Skips a UTF-8 byte-order mark at the start, which some editors write.
     pub fn skip_bom(&mut self) -> Result<(), SplitError> {
-        while self.buf.len() < 3 && self.refill_more()? {}
-        if self.buf.starts_with(b"\xEF\xBB\xBF") {
+        while self.end < 3 && self.refill_more()? {}
+        if self.buf[..self.end].starts_with(b"\xEF\xBB\xBF") {
             self.pos = 3;
         }
         Ok(())
@@ -127,19 +153,18 @@ impl<R: Read> Splitter<R> {
 
     /// Appends more input to the buffer; false at the end.
     fn refill_more(&mut self) -> Result<bool, SplitError> {
-        let start = self.buf.len();
-        self.buf.resize(start + CHUNK, 0);
+        let start = self.end;
+        if self.buf.len() < start + CHUNK {
+            self.buf.resize(start + CHUNK, 0);
+        }
         loop {
-            match self.input.read(&mut self.buf[start..]) {
+            match self.input.read(&mut self.buf[start..start + CHUNK]) {
                 Ok(n) => {
-                    self.buf.truncate(start + n);
+                    self.end = start + n;
                     return Ok(n > 0);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.buf.truncate(start);
-                    return Err(SplitError::Io(e.to_string()));
-                }
+                Err(e) => return Err(SplitError::Io(e.to_string())),
             }
         }
     }
@@ -147,7 +172,8 @@ impl<R: Read> Splitter<R> {
     /// Reads the next chunk; false at the end of the input.
     fn refill(&mut self) -> Result<bool, SplitError> {
         self.offset += self.pos as u64;
-        self.buf.drain(..self.pos);
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.end -= self.pos;
         self.pos = 0;
         self.refill_more()
     }
@@ -155,7 +181,7 @@ impl<R: Read> Splitter<R> {
     /// The next byte that is not whitespace, without consuming it; `None` at the end.
     pub fn peek(&mut self) -> Result<Option<u8>, SplitError> {
         loop {
-            while self.pos < self.buf.len() {
+            while self.pos < self.end {
                 let b = self.buf[self.pos];
                 if !b.is_ascii_whitespace() {
                     return Ok(Some(b));
@@ -212,7 +238,7 @@ impl<R: Read> Splitter<R> {
         }
         let mut scan = Scan::default();
         loop {
-            let chunk = &self.buf[self.pos..];
+            let chunk = &self.buf[self.pos..self.end];
             match scan.end_in(chunk) {
                 Some(n) => {
                     out.extend_from_slice(&chunk[..n]);
@@ -221,7 +247,7 @@ impl<R: Read> Splitter<R> {
                 }
                 None => {
                     out.extend_from_slice(chunk);
-                    self.pos = self.buf.len();
+                    self.pos = self.end;
                     if !self.refill()? {
                         // A number or literal may end with the input; nothing else may.
                         return if scan.depth == 0 && !scan.in_string && first != b'"' {
@@ -253,8 +279,27 @@ impl<R: Read> Splitter<R> {
 mod tests {
     use super::*;
 
+    /// Hands out its input a byte per read, so every value crosses chunk boundaries.
+    struct ByteAtATime<'a>(&'a [u8]);
+
+    impl Read for ByteAtATime<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some((&first, rest)) = self.0.split_first() else {
+                return Ok(0);
+            };
+            buf[0] = first;
+            self.0 = rest;
+            Ok(1)
+        }
+    }
+
     fn values(json: &str) -> Vec<String> {
-        let mut s = Splitter::new(json.as_bytes());
+        let whole = split(Splitter::new(json.as_bytes()));
+        assert_eq!(split(Splitter::new(ByteAtATime(json.as_bytes()))), whole);
+        whole
+    }
+
+    fn split<R: Read>(mut s: Splitter<R>) -> Vec<String> {
         s.expect(b'[').unwrap();
         let mut out = Vec::new();
         if s.peek().unwrap() == Some(b']') {
@@ -280,6 +325,14 @@ mod tests {
                 r#""s,t""#,
                 "true",
                 "[]"
+            ]
+        );
+        assert_eq!(
+            values(r#"[[[1], {"k": "]\\"}, "[\"{"], {"a": {"b": {}}, "c": "\\\""}, -0.5]"#),
+            vec![
+                r#"[[1], {"k": "]\\"}, "[\"{"]"#,
+                r#"{"a": {"b": {}}, "c": "\\\""}"#,
+                "-0.5"
             ]
         );
         assert!(values("[]").is_empty());
