@@ -1,0 +1,613 @@
+//! The opcode interpreter: reads one opcode at a time from the input and applies it to the
+//! stack, the marks and the memo, building values in the arenas. Opcodes that would import
+//! or call code are refused before their arguments are read.
+//!
+//! Like Python's unpickler, a MARK fences the stack: opcodes after it see only the values
+//! pushed since, until an opcode that collects them (LIST, TUPLE, DICT, APPENDS, SETITEMS,
+//! ADDITEMS, FROZENSET, POP_MARK) takes them and removes the mark.
+
+use std::io::Read;
+
+use super::arena::{Builder, Exhausted};
+use super::error::PickleError;
+use super::input::Input;
+use super::memo::Memo;
+use super::opcodes::Op;
+use super::text::{self, IntText};
+use super::value::{DictId, Pickle, SeqId, Value};
+
+/// The highest protocol this reader (and Python 3.8+) knows.
+const HIGHEST_PROTOCOL: u8 = 5;
+
+pub(crate) struct Machine<R> {
+    input: Input<R>,
+    stack: Vec<Value>,
+    /// Stack length at each open MARK, and the MARK's byte offset.
+    marks: Vec<(usize, u64)>,
+    memo: Memo,
+    arena: Builder,
+    /// Reused for string and text arguments.
+    scratch: Vec<u8>,
+    /// The opcode being applied and its byte offset, for errors.
+    op: Op,
+    at: u64,
+}
+
+type Step = Result<(), PickleError>;
+
+impl<R: Read> Machine<R> {
+    pub(crate) fn new(reader: R) -> Self {
+        Machine {
+            input: Input::new(reader),
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: Memo::default(),
+            arena: Builder::default(),
+            scratch: Vec::new(),
+            op: Op::STOP,
+            at: 0,
+        }
+    }
+
+    pub(crate) fn run(mut self) -> Result<Pickle, PickleError> {
+        loop {
+            self.at = self.input.pos();
+            let Some(byte) = self.input.byte().map_err(|e| self.io(e))? else {
+                return Err(if self.at == 0 {
+                    PickleError::NotAPickle {
+                        what: "the input is empty".into(),
+                        offset: 0,
+                    }
+                } else {
+                    PickleError::MissingStop { offset: self.at }
+                });
+            };
+            let Some(op) = Op::from_byte(byte) else {
+                return Err(if self.at == 0 {
+                    PickleError::NotAPickle {
+                        what: format!("byte 0x{byte:02x} is no pickle opcode"),
+                        offset: 0,
+                    }
+                } else {
+                    PickleError::UnknownOpcode {
+                        byte,
+                        offset: self.at,
+                    }
+                });
+            };
+            self.op = op;
+            if let Some(refusal) = op.refusal() {
+                return Err(PickleError::Refused {
+                    opcode: op.name(),
+                    byte,
+                    reason: refusal.reason(),
+                    offset: self.at,
+                });
+            }
+            if op == Op::STOP {
+                return self.stop();
+            }
+            self.step(op)?;
+        }
+    }
+
+    fn step(&mut self, op: Op) -> Step {
+        match op {
+            Op::PROTO => {
+                let [version] = self.args()?;
+                if version > HIGHEST_PROTOCOL {
+                    return Err(self.bad(format!("unsupported pickle protocol {version}")));
+                }
+            }
+            Op::FRAME => {
+                self.args::<8>()?;
+            }
+            Op::MARK => self.marks.push((self.stack.len(), self.at)),
+            Op::POP => {
+                // As in Python, POP right after a MARK drops the mark (protocol 0 has no
+                // POP_MARK, so its writer pops a recursive tuple's items and mark this way).
+                if self
+                    .marks
+                    .last()
+                    .is_some_and(|&(len, _)| len == self.stack.len())
+                {
+                    self.marks.pop();
+                } else {
+                    self.pop()?;
+                }
+            }
+            Op::POP_MARK => {
+                let mark = self.pop_mark()?;
+                self.stack.truncate(mark);
+            }
+            Op::DUP => {
+                let top = self.peek()?;
+                self.stack.push(top);
+            }
+
+            Op::NONE => self.stack.push(Value::None),
+            Op::NEWTRUE => self.stack.push(Value::Bool(true)),
+            Op::NEWFALSE => self.stack.push(Value::Bool(false)),
+            Op::INT => {
+                self.text_line()?;
+                let value = match self.scratch.as_slice() {
+                    b"00" => Value::Bool(false),
+                    b"01" => Value::Bool(true),
+                    digits => Value::Int(self.int_text(digits)?),
+                };
+                self.stack.push(value);
+            }
+            Op::LONG => {
+                self.text_line()?;
+                let digits = self.scratch.strip_suffix(b"L").unwrap_or(&self.scratch);
+                let value = self.int_text(digits)?;
+                self.stack.push(Value::Int(value));
+            }
+            Op::BININT => {
+                let value = i32::from_le_bytes(self.args()?);
+                self.stack.push(Value::Int(value.into()));
+            }
+            Op::BININT1 => {
+                let [value] = self.args()?;
+                self.stack.push(Value::Int(value.into()));
+            }
+            Op::BININT2 => {
+                let value = u16::from_le_bytes(self.args()?);
+                self.stack.push(Value::Int(value.into()));
+            }
+            Op::LONG1 => {
+                let [len] = self.args()?;
+                self.long(len.into())?;
+            }
+            Op::LONG4 => {
+                let len = i32::from_le_bytes(self.args()?);
+                let len = self.length(len.into())?;
+                self.long(len)?;
+            }
+            Op::FLOAT => {
+                self.text_line()?;
+                let value = text::parse_float(&self.scratch)
+                    .ok_or_else(|| self.bad("not a float".into()))?;
+                self.stack.push(Value::Float(value));
+            }
+            Op::BINFLOAT => {
+                let value = f64::from_be_bytes(self.args()?);
+                self.stack.push(Value::Float(value));
+            }
+
+            Op::STRING => {
+                self.text_line()?;
+                let bytes = text::unquote_string(&self.scratch).map_err(|w| self.bad(w.into()))?;
+                self.scratch = bytes;
+                self.push_py2_str()?;
+            }
+            Op::BINSTRING => {
+                let len = i32::from_le_bytes(self.args()?);
+                let len = self.length(len.into())?;
+                self.read_scratch(len)?;
+                self.push_py2_str()?;
+            }
+            Op::SHORT_BINSTRING => {
+                let [len] = self.args()?;
+                self.read_scratch(len.into())?;
+                self.push_py2_str()?;
+            }
+            Op::UNICODE => {
+                self.text_line()?;
+                let text =
+                    text::raw_unicode_escape(&self.scratch).map_err(|w| self.bad(w.into()))?;
+                let value = self.arena.intern(&text).map_err(|e| self.exhausted(e))?;
+                self.stack.push(value);
+            }
+            Op::SHORT_BINUNICODE => {
+                let [len] = self.args()?;
+                self.unicode(len.into())?;
+            }
+            Op::BINUNICODE => {
+                let len = u32::from_le_bytes(self.args()?);
+                self.unicode(len.into())?;
+            }
+            Op::BINUNICODE8 => {
+                let len = u64::from_le_bytes(self.args()?);
+                self.unicode(len)?;
+            }
+            Op::SHORT_BINBYTES => {
+                let [len] = self.args()?;
+                self.bytes(len.into())?;
+            }
+            Op::BINBYTES => {
+                let len = u32::from_le_bytes(self.args()?);
+                self.bytes(len.into())?;
+            }
+            Op::BINBYTES8 | Op::BYTEARRAY8 => {
+                let len = u64::from_le_bytes(self.args()?);
+                self.bytes(len)?;
+            }
+
+            Op::EMPTY_LIST | Op::EMPTY_SET => self.push_seq(Vec::new(), Value::List)?,
+            Op::EMPTY_TUPLE => self.push_seq(Vec::new(), Value::Tuple)?,
+            Op::LIST | Op::FROZENSET | Op::TUPLE => {
+                let mark = self.pop_mark()?;
+                let items: Vec<Value> = self.stack.drain(mark..).collect();
+                let kind = if op == Op::TUPLE {
+                    Value::Tuple
+                } else {
+                    Value::List
+                };
+                self.push_seq(items, kind)?;
+            }
+            Op::TUPLE1 | Op::TUPLE2 | Op::TUPLE3 => {
+                let n = match op {
+                    Op::TUPLE1 => 1,
+                    Op::TUPLE2 => 2,
+                    _ => 3,
+                };
+                let start = self.stack.len().saturating_sub(n);
+                if start < self.fence() || self.stack.len() < n {
+                    return Err(self.underflow());
+                }
+                let items: Vec<Value> = self.stack.drain(start..).collect();
+                self.push_seq(items, Value::Tuple)?;
+            }
+            Op::APPEND => {
+                let item = self.pop()?;
+                let list = self.list_below(self.stack.len())?;
+                if let Some(items) = self.arena.seq_mut(list) {
+                    items.push(item);
+                }
+            }
+            Op::APPENDS | Op::ADDITEMS => {
+                let mark = self.pop_mark()?;
+                let list = self.list_below(mark)?;
+                if let Some(items) = self.arena.seq_mut(list) {
+                    items.extend(self.stack.drain(mark..));
+                }
+            }
+
+            Op::EMPTY_DICT => {
+                let id = self.arena.new_dict().map_err(|e| self.exhausted(e))?;
+                self.stack.push(Value::Dict(id));
+            }
+            Op::DICT => {
+                let mark = self.pop_mark()?;
+                self.check_pairs(mark)?;
+                let id = self.arena.new_dict().map_err(|e| self.exhausted(e))?;
+                self.set_items(id, mark);
+                self.stack.push(Value::Dict(id));
+            }
+            Op::SETITEM => {
+                let len = self.stack.len();
+                if len < self.fence() + 3 {
+                    return Err(self.underflow());
+                }
+                let id = self.dict_at(len - 3)?;
+                self.set_items(id, len - 2);
+            }
+            Op::SETITEMS => {
+                let mark = self.pop_mark()?;
+                self.check_pairs(mark)?;
+                if mark <= self.fence() {
+                    return Err(self.underflow());
+                }
+                let id = self.dict_at(mark - 1)?;
+                self.set_items(id, mark);
+            }
+
+            Op::PUT => {
+                self.text_line()?;
+                let key = self.memo_key_text()?;
+                self.put(key)?;
+            }
+            Op::BINPUT => {
+                let [key] = self.args()?;
+                self.put(key.into())?;
+            }
+            Op::LONG_BINPUT => {
+                let key = u32::from_le_bytes(self.args()?);
+                self.put(key.into())?;
+            }
+            Op::MEMOIZE => {
+                let key = self.memo.len();
+                self.put(key)?;
+            }
+            Op::GET => {
+                self.text_line()?;
+                let key = self.memo_key_text()?;
+                self.get(key)?;
+            }
+            Op::BINGET => {
+                let [key] = self.args()?;
+                self.get(key.into())?;
+            }
+            Op::LONG_BINGET => {
+                let key = u32::from_le_bytes(self.args()?);
+                self.get(key.into())?;
+            }
+
+            // Refused before `step` is called; STOP is handled by `run`.
+            Op::STOP
+            | Op::PERSID
+            | Op::BINPERSID
+            | Op::REDUCE
+            | Op::BUILD
+            | Op::GLOBAL
+            | Op::STACK_GLOBAL
+            | Op::INST
+            | Op::OBJ
+            | Op::NEWOBJ
+            | Op::NEWOBJ_EX
+            | Op::EXT1
+            | Op::EXT2
+            | Op::EXT4
+            | Op::NEXT_BUFFER
+            | Op::READONLY_BUFFER => {}
+        }
+        Ok(())
+    }
+
+    fn stop(mut self) -> Result<Pickle, PickleError> {
+        if let Some(&(_, mark_offset)) = self.marks.last() {
+            return Err(PickleError::UnclosedMark {
+                offset: self.at,
+                mark_offset,
+            });
+        }
+        let root = self.pop()?;
+        if !self.stack.is_empty() {
+            return Err(PickleError::LeftoverValues {
+                extra: self.stack.len(),
+                offset: self.at,
+            });
+        }
+        Ok(self.arena.finish(root))
+    }
+
+    // ---- the stack and its marks
+
+    /// Stack length at the innermost open MARK: values below it are out of reach.
+    fn fence(&self) -> usize {
+        self.marks.last().map_or(0, |&(len, _)| len)
+    }
+
+    fn pop(&mut self) -> Result<Value, PickleError> {
+        if self.stack.len() <= self.fence() {
+            return Err(self.underflow());
+        }
+        self.stack.pop().ok_or_else(|| self.underflow())
+    }
+
+    fn peek(&self) -> Result<Value, PickleError> {
+        match self.stack.last() {
+            Some(&v) if self.stack.len() > self.fence() => Ok(v),
+            _ => Err(self.underflow()),
+        }
+    }
+
+    /// Closes the innermost MARK and returns where its values start on the stack.
+    fn pop_mark(&mut self) -> Result<usize, PickleError> {
+        let (mark, _) = self.marks.pop().ok_or(PickleError::NoMark {
+            opcode: self.op.name(),
+            offset: self.at,
+        })?;
+        // Values below a mark are fenced off, so the stack never shrinks below one; the
+        // `min` keeps `drain(mark..)` safe even so.
+        Ok(mark.min(self.stack.len()))
+    }
+
+    /// The list (or set) just below stack position `pos`, which must be within reach.
+    fn list_below(&self, pos: usize) -> Result<SeqId, PickleError> {
+        if pos <= self.fence() {
+            return Err(self.underflow());
+        }
+        match self.stack.get(pos - 1) {
+            Some(&Value::List(id)) => Ok(id),
+            Some(&other) => Err(self.wrong_kind("a list or set", other)),
+            None => Err(self.underflow()),
+        }
+    }
+
+    fn dict_at(&self, pos: usize) -> Result<DictId, PickleError> {
+        match self.stack.get(pos) {
+            Some(&Value::Dict(id)) => Ok(id),
+            Some(&other) => Err(self.wrong_kind("a dict", other)),
+            None => Err(self.underflow()),
+        }
+    }
+
+    fn check_pairs(&self, mark: usize) -> Step {
+        if (self.stack.len().saturating_sub(mark)) % 2 == 1 {
+            return Err(self.bad("an odd number of values for keys and values".into()));
+        }
+        Ok(())
+    }
+
+    /// Sets the key/value pairs on the stack from `from` up into the dict, and drops them.
+    fn set_items(&mut self, dict: DictId, from: usize) {
+        for pair in self.stack.get(from..).unwrap_or_default().chunks_exact(2) {
+            if let [key, value] = *pair {
+                self.arena.dict_set(dict, key, value);
+            }
+        }
+        self.stack.truncate(from);
+    }
+
+    fn push_seq(&mut self, items: Vec<Value>, kind: fn(SeqId) -> Value) -> Step {
+        let id = self.arena.new_seq(items).map_err(|e| self.exhausted(e))?;
+        self.stack.push(kind(id));
+        Ok(())
+    }
+
+    // ---- the memo
+
+    fn put(&mut self, key: u64) -> Step {
+        let top = self.peek()?;
+        self.memo.put(key, top);
+        Ok(())
+    }
+
+    fn get(&mut self, key: u64) -> Step {
+        let value = self.memo.get(key).ok_or(PickleError::MemoKeyUndefined {
+            key,
+            offset: self.at,
+        })?;
+        self.stack.push(value);
+        Ok(())
+    }
+
+    fn memo_key_text(&self) -> Result<u64, PickleError> {
+        match text::parse_int(&self.scratch) {
+            Ok(key) => u64::try_from(key).map_err(|_| self.bad("negative memo key".into())),
+            Err(_) => Err(self.bad("not a memo key".into())),
+        }
+    }
+
+    // ---- arguments
+
+    /// The opcode's fixed-size argument.
+    fn args<const N: usize>(&mut self) -> Result<[u8; N], PickleError> {
+        match self.input.array::<N>() {
+            Ok(Some(bytes)) => Ok(bytes),
+            Ok(None) => Err(self.truncated()),
+            Err(e) => Err(self.io(e)),
+        }
+    }
+
+    /// The opcode's text argument (protocol 0), into `scratch`.
+    fn text_line(&mut self) -> Step {
+        match self.input.line(&mut self.scratch) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.truncated()),
+            Err(e) => Err(self.io(e)),
+        }
+    }
+
+    /// `len` bytes of argument into `scratch`.
+    fn read_scratch(&mut self, len: u64) -> Step {
+        self.scratch.clear();
+        match self.input.read_n(len, &mut self.scratch) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.truncated()),
+            Err(e) => Err(self.io(e)),
+        }
+    }
+
+    fn length(&self, len: i64) -> Result<u64, PickleError> {
+        u64::try_from(len).map_err(|_| self.bad(format!("negative length {len}")))
+    }
+
+    fn int_text(&self, digits: &[u8]) -> Result<i64, PickleError> {
+        text::parse_int(digits).map_err(|e| match e {
+            IntText::TooWide => PickleError::IntTooWide { offset: self.at },
+            IntText::Bad => self.bad("not a decimal integer".into()),
+        })
+    }
+
+    /// A little-endian two's-complement integer of `len` bytes (LONG1, LONG4).
+    fn long(&mut self, len: u64) -> Step {
+        self.read_scratch(len)?;
+        let bytes = self.scratch.as_slice();
+        let negative = bytes.last().is_some_and(|&b| b & 0x80 != 0);
+        // Bytes past the eighth must only extend the sign.
+        let (low, high) = bytes.split_at(bytes.len().min(8));
+        let extension = if negative { 0xff } else { 0x00 };
+        let fits = high.iter().all(|&b| b == extension)
+            && (high.is_empty() || low.last().is_some_and(|&b| (b & 0x80 != 0) == negative));
+        if !fits {
+            return Err(PickleError::IntTooWide { offset: self.at });
+        }
+        let mut buf = [if negative { 0xff } else { 0x00 }; 8];
+        for (slot, &b) in buf.iter_mut().zip(low) {
+            *slot = b;
+        }
+        self.stack.push(Value::Int(i64::from_le_bytes(buf)));
+        Ok(())
+    }
+
+    fn unicode(&mut self, len: u64) -> Step {
+        self.read_scratch(len)?;
+        let text = std::str::from_utf8(&self.scratch).map_err(|_| PickleError::InvalidUtf8 {
+            opcode: self.op.name(),
+            offset: self.at,
+        })?;
+        let value = self.arena.intern(text).map_err(|e| self.exhausted(e))?;
+        self.stack.push(value);
+        Ok(())
+    }
+
+    fn bytes(&mut self, len: u64) -> Step {
+        let start = self.arena.bytes.data.len();
+        match self.input.read_n(len, &mut self.arena.bytes.data) {
+            Ok(true) => {}
+            Ok(false) => return Err(self.truncated()),
+            Err(e) => return Err(self.io(e)),
+        }
+        let value = self
+            .arena
+            .seal_bytes(start)
+            .map_err(|e| self.exhausted(e))?;
+        self.stack.push(value);
+        Ok(())
+    }
+
+    /// A Python 2 `str` in `scratch`: text if it is UTF-8, bytes otherwise.
+    fn push_py2_str(&mut self) -> Step {
+        let value = match std::str::from_utf8(&self.scratch) {
+            Ok(text) => self.arena.intern(text),
+            Err(_) => {
+                let start = self.arena.bytes.data.len();
+                self.arena.bytes.data.extend_from_slice(&self.scratch);
+                self.arena.seal_bytes(start)
+            }
+        }
+        .map_err(|e| self.exhausted(e))?;
+        self.stack.push(value);
+        Ok(())
+    }
+
+    // ---- errors at the current opcode
+
+    fn truncated(&self) -> PickleError {
+        PickleError::Truncated {
+            opcode: self.op.name(),
+            offset: self.at,
+        }
+    }
+
+    fn underflow(&self) -> PickleError {
+        PickleError::StackUnderflow {
+            opcode: self.op.name(),
+            offset: self.at,
+        }
+    }
+
+    fn bad(&self, what: String) -> PickleError {
+        PickleError::BadArgument {
+            opcode: self.op.name(),
+            what,
+            offset: self.at,
+        }
+    }
+
+    fn wrong_kind(&self, expected: &'static str, found: Value) -> PickleError {
+        PickleError::WrongKind {
+            opcode: self.op.name(),
+            expected,
+            found: found.type_name(),
+            offset: self.at,
+        }
+    }
+
+    fn exhausted(&self, e: Exhausted) -> PickleError {
+        PickleError::TooMany {
+            what: e.0,
+            offset: self.at,
+        }
+    }
+
+    fn io(&self, source: std::io::Error) -> PickleError {
+        PickleError::Io {
+            source,
+            offset: self.at,
+        }
+    }
+}

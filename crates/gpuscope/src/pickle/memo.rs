@@ -1,0 +1,81 @@
+//! The pickle memo: values stored under integer keys by PUT/BINPUT/LONG_BINPUT/MEMOIZE
+//! and fetched by GET/BINGET/LONG_BINGET. Values are `Copy` ids, so a fetched container
+//! is the same arena slot as the stored one.
+//!
+//! Python writers number memo entries 0, 1, 2, … in order, so the memo is a vector; a key
+//! that does not continue that run goes to a hash map, so that no key, however large, makes
+//! the reader allocate more than one entry.
+
+use rustc_hash::FxHashMap;
+
+use super::value::Value;
+
+#[derive(Debug, Default)]
+pub(crate) struct Memo {
+    /// Keys 0..dense.len(), all defined.
+    dense: Vec<Value>,
+    /// Every other key (none of them below `dense.len()`).
+    sparse: FxHashMap<u64, Value>,
+}
+
+impl Memo {
+    pub(crate) fn put(&mut self, key: u64, value: Value) {
+        let next = self.dense.len() as u64;
+        if key < next {
+            if let Some(slot) = usize::try_from(key)
+                .ok()
+                .and_then(|k| self.dense.get_mut(k))
+            {
+                *slot = value;
+            }
+        } else if key == next && !self.sparse.contains_key(&key) {
+            self.dense.push(value);
+        } else {
+            self.sparse.insert(key, value);
+        }
+    }
+
+    pub(crate) fn get(&self, key: u64) -> Option<Value> {
+        usize::try_from(key)
+            .ok()
+            .and_then(|k| self.dense.get(k))
+            .or_else(|| self.sparse.get(&key))
+            .copied()
+    }
+
+    /// The number of keys defined: the key MEMOIZE stores under (`len(memo)` in Python).
+    pub(crate) fn len(&self) -> u64 {
+        (self.dense.len() + self.sparse.len()) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dense_and_sparse_keys_both_resolve() {
+        let mut memo = Memo::default();
+        memo.put(0, Value::Int(0));
+        memo.put(1, Value::Int(1));
+        memo.put(3, Value::Int(3));
+        memo.put(u64::MAX, Value::Int(-1));
+        assert_eq!(memo.len(), 4);
+        // MEMOIZE stores under len(memo) = 4, which is sparse here.
+        memo.put(memo.len(), Value::Int(4));
+        memo.put(2, Value::Int(2));
+        memo.put(0, Value::None);
+        for (key, want) in [
+            (0, Some(Value::None)),
+            (1, Some(Value::Int(1))),
+            (2, Some(Value::Int(2))),
+            (3, Some(Value::Int(3))),
+            (4, Some(Value::Int(4))),
+            (5, None),
+            (u64::MAX, Some(Value::Int(-1))),
+        ] {
+            assert_eq!(memo.get(key), want, "key {key}");
+        }
+        assert_eq!(memo.len(), 6);
+    }
+}
