@@ -28,7 +28,7 @@ build: setup ## build the engine, the CLI and the Python package (release)
 	cargo build --release -p gpuscope-cli
 	$(VENV)/bin/maturin develop --release --quiet
 
-demo: build ## train a tiny model on CPU twice (clean, leaking), read what gpuscope recorded, analyse a real trace
+demo: build ## train a tiny model on CPU twice (clean, leaking), read what gpuscope recorded, analyse a real trace and a real allocator snapshot
 	rm -rf $(DEMO_DIR)
 	$(PY) examples/tiny_train.py --profile_dir $(DEMO_DIR)/clean
 	$(PY) examples/tiny_train.py --profile_dir $(DEMO_DIR)/leak --leak
@@ -51,6 +51,11 @@ demo: build ## train a tiny model on CPU twice (clean, leaking), read what gpusc
 	$(VENV)/bin/gpuscope trace $(SHARED)/traces/resnet50_v100_memory_workers0.json.gz
 	$(VENV)/bin/gpuscope trace $(SHARED)/traces/resnet50_v100_memory_workers0.json.gz --format html -o $(DEMO_DIR)/trace.html
 	@echo "The same trace with charts: $(DEMO_DIR)/trace.html"
+	@echo
+	@echo "A real CUDA allocator snapshot (a language model's full training step, 51 GiB at the peak):"
+	$(VENV)/bin/gpuscope snapshot $(SHARED)/snapshots/lm_fullstep_ctx128.pickle
+	$(VENV)/bin/gpuscope snapshot $(SHARED)/snapshots/lm_fullstep_ctx128.pickle --format html -o $(DEMO_DIR)/snapshot.html
+	@echo "The same snapshot with the timeline by call site and a segment map: $(DEMO_DIR)/snapshot.html"
 
 test: build test-rs test-py lint test-install ## set everything up and run every test and check
 

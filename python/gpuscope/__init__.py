@@ -18,6 +18,7 @@ from gpuscope._native import (
     GpuscopeError,
     WriterError,
     __version__,
+    analyze_snapshot,
 )
 from gpuscope._types import EventData, EventFileInfo, TagSeries
 from gpuscope.events import EventWriter, read_events
@@ -56,6 +57,7 @@ __all__ = [
     "WriterError",
     "__version__",
     "add_argparse_flags",
+    "analyze_snapshot",
     "oom_guard",
     "read_events",
 ]

@@ -17,6 +17,7 @@ __all__ = [
     "RunWriter",
     "WriterError",
     "__version__",
+    "analyze_snapshot",
     "heap_in_use",
     "instances_of",
     "read_events",
@@ -136,3 +137,14 @@ def read_events(
     """
 
 def run_cli(argv: list[str]) -> int: ...
+def analyze_snapshot(
+    source: str | PathLike[str] | bytes,
+    frames: int = 1,
+    top: int = 15,
+) -> dict[str, Any]:
+    """The ``gpuscope snapshot --format json`` report of a CUDA allocator snapshot.
+
+    ``source`` is the path of a ``torch.cuda.memory._dump_snapshot()`` pickle or the
+    bytes of one. Nothing in the pickle is executed: one that would import or call code
+    raises ``BadInputError`` naming the refused opcode.
+    """

@@ -55,8 +55,17 @@ pub enum Command {
             then: duckdb -c \"select name, sum(dur_ns) from 'tables/kernels.parquet' group by 1\"\n\n\
         The last profiler step is left out when there are two or more, as HTA does.")]
     Trace(TraceArgs),
-    /// Analyse CUDA allocator snapshots (not implemented yet)
-    Snapshot(PendingArgs),
+    /// Analyse CUDA allocator snapshots: what was alive at the peak, leaks, fragmentation
+    #[command(after_help = "Examples:\n  \
+        gpuscope snapshot memory_snapshot.pickle\n  \
+        gpuscope snapshot snap.pickle --frames 3          three user frames per call site\n  \
+        gpuscope snapshot snap.pickle --request 2GiB      could a 2 GiB tensor fit?\n  \
+        gpuscope snapshot snap.pickle --format json | jq '.peak.by_site[0]'\n  \
+        gpuscope snapshot snap.pickle --format html -o snapshot.html\n  \
+        gpuscope snapshot before.pickle --diff after.pickle\n\n\
+        Reads torch.cuda.memory._dump_snapshot() pickles without Python or torch. Nothing \
+        in the file is executed: a pickle that would import or call code is refused.")]
+    Snapshot(SnapshotArgs),
     /// Watch GPU memory and utilisation (not implemented yet)
     Monitor(PendingArgs),
     /// Run a training command and record GPU and host figures (not implemented yet)
@@ -112,7 +121,7 @@ pub struct ReportArgs {
 pub enum ReportFormat {
     Text,
     Json,
-    /// One self-contained page with charts (write it with -o report.html)
+    /// One self-contained page with charts (write it to a file with -o)
     Html,
 }
 
@@ -158,6 +167,60 @@ pub enum TraceFormat {
     Json,
     /// One self-contained page with charts (write it with -o trace.html)
     Html,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SnapshotArgs {
+    /// A snapshot pickle from torch.cuda.memory._dump_snapshot()
+    pub path: PathBuf,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
+    /// Write to FILE instead of stdout
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// User frames naming a call site (the first frame of your own Python code, then its
+    /// callers); frames in torch, installed packages and the standard library are skipped
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub frames: usize,
+    /// Call sites listed per table before the rest are summed in one row
+    #[arg(long, value_name = "N", default_value_t = 15)]
+    pub top: usize,
+    /// Also test whether a request of SIZE (bytes, or with KiB/MiB/GiB) fits the free
+    /// blocks (repeatable)
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub request: Vec<u64>,
+    /// Compare with this snapshot instead: bytes alive by call site, what grew
+    #[arg(long, value_name = "SNAPSHOT")]
+    pub diff: Option<PathBuf>,
+}
+
+/// `123`, `64KiB`, `1.5 GiB`, `20MB` (decimal units are taken as binary ones, as
+/// nvidia-smi's MiB are often written MB).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a size: {text:?} (try 512MiB or 2GiB)"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1u64,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (B, KiB, MiB, GiB, TiB)"
+            ))
+        }
+    };
+    if !(value.is_finite() && value > 0.0) {
+        return Err(format!("not a positive size: {text:?}"));
+    }
+    Ok((value * scale as f64).round() as u64)
 }
 
 /// Arguments of subcommands that later work fills in; accepted so `--help` shows them.

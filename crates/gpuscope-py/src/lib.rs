@@ -6,6 +6,7 @@ mod error;
 mod fingerprint;
 mod heap;
 mod runlog;
+mod snapshot;
 mod tfevents;
 mod writers;
 
@@ -18,6 +19,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     error::register(m)?;
     tfevents::register(m)?;
     runlog::register(m)?;
+    snapshot::register(m)?;
     heap::register(m)?;
     fingerprint::register(m)?;
     cli::register(m)?;

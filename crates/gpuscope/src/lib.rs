@@ -13,6 +13,7 @@ pub mod pickle;
 pub mod progress;
 pub mod render;
 pub mod runlog;
+pub mod snapshot;
 pub mod tfevents;
 pub mod trace;
 

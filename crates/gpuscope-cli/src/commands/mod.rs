@@ -1,6 +1,7 @@
 //! One module per subcommand; `dispatch` routes parsed arguments to them.
 
 mod report;
+mod snapshot;
 mod tb;
 mod trace;
 
@@ -13,7 +14,7 @@ pub fn dispatch(cli: Cli) -> Result<(), Failure> {
         Command::Tb(args) => tb::run(args),
         Command::Report(args) => report::run(args),
         Command::Trace(args) => trace::run(args),
-        Command::Snapshot(_) => pending("snapshot", 6),
+        Command::Snapshot(args) => snapshot::run(args),
         Command::Monitor(_) => pending("monitor", 9),
         Command::Run(_) => pending("run", 9),
         Command::Nsys(_) => pending("nsys", 9),

@@ -2,7 +2,7 @@
 //! in parallel columns, names interned. A trace of a million events costs tens of bytes
 //! per event, not the kilobyte a parsed JSON object would.
 
-use rustc_hash::FxHashMap;
+pub use super::names::Names;
 
 /// What an event is. The trace's categories spell these two ways (`kernel` today,
 /// `Kernel` in the 2021 schema); both map here.
@@ -74,48 +74,6 @@ impl Kind {
     /// True for work that runs on a GPU stream: kernels, copies and memsets.
     pub fn is_gpu(self) -> bool {
         matches!(self, Kind::Kernel | Kind::Memcpy | Kind::Memset)
-    }
-}
-
-/// Interned strings: each distinct name stored once, events refer to it by index.
-#[derive(Debug, Clone, Default)]
-pub struct Names {
-    strings: Vec<String>,
-    /// Fx, not SipHash: names come from a file the user chose to read, and hashing them
-    /// was a few percent of a trace's parse.
-    index: FxHashMap<String, u32>,
-}
-
-impl Names {
-    /// The id of `name`, adding it when new.
-    pub fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.index.get(name) {
-            return id;
-        }
-        let id = self.strings.len() as u32;
-        self.strings.push(name.to_owned());
-        self.index.insert(name.to_owned(), id);
-        id
-    }
-
-    /// The string of `id`.
-    pub fn get(&self, id: u32) -> &str {
-        &self.strings[id as usize]
-    }
-
-    /// The id of `name`, if it occurs.
-    pub fn find(&self, name: &str) -> Option<u32> {
-        self.index.get(name).copied()
-    }
-
-    /// How many distinct strings there are.
-    pub fn len(&self) -> usize {
-        self.strings.len()
-    }
-
-    /// True when there are none.
-    pub fn is_empty(&self) -> bool {
-        self.strings.is_empty()
     }
 }
 

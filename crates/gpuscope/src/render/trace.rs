@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{paragraph, table};
+use super::{clip, paragraph, right_align, table};
 use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::operators::OperatorStats;
 use crate::analysis::trace::ranks::RankComparison;
@@ -483,14 +483,6 @@ fn steps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
 /// Widest kernel name in the text table; the JSON has the full names.
 const NAME_COLUMN: usize = 32;
 
-fn clip(name: &str, width: usize) -> String {
-    if name.chars().count() <= width {
-        name.to_owned()
-    } else {
-        name.chars().take(width - 1).chain(['…']).collect()
-    }
-}
-
 /// A kernel's name without its return type, template arguments and parameters, which
 /// make a C++ kernel name hundreds of characters long:
 /// `void at::native::elementwise_kernel<128, 4, …>(int, …)` → `at::native::elementwise_kernel`.
@@ -516,14 +508,6 @@ fn short_name(name: &str) -> String {
         name.to_owned()
     } else {
         out.to_owned()
-    }
-}
-
-fn right_align(t: &mut comfy_table::Table, columns: &[usize]) {
-    for &c in columns {
-        if let Some(col) = t.column_mut(c) {
-            col.set_cell_alignment(comfy_table::CellAlignment::Right);
-        }
     }
 }
 

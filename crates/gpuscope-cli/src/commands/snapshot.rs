@@ -1,0 +1,49 @@
+//! `gpuscope snapshot`: analyse a CUDA allocator snapshot, or compare two.
+
+use std::path::Path;
+
+use gpuscope::analysis::snapshot::diff::diff;
+use gpuscope::analysis::snapshot::{snapshot_report, Options};
+use gpuscope::model::snapshot::Snapshot;
+use gpuscope::render::snapshot as render;
+use gpuscope::render::snapshot_html;
+use gpuscope::snapshot::read_snapshot;
+
+use crate::args::{ReportFormat, SnapshotArgs};
+use crate::{output, Failure};
+
+pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
+    let snapshot = read(&args.path)?;
+    let width = output::text_width();
+    if let Some(other) = &args.diff {
+        let d = diff(&snapshot, &read(other)?, args.frames);
+        let mut out = output::open(args.output.as_deref())?;
+        match args.format {
+            ReportFormat::Text => render::diff_text(&args.path, other, &d, width, &mut out)?,
+            ReportFormat::Json | ReportFormat::Html => {
+                render::diff_json(&args.path, other, &d, &mut out)?
+            }
+        }
+        out.flush()?;
+        return Ok(());
+    }
+    let options = Options {
+        frames: args.frames,
+        top: args.top.max(1),
+        requests: args.request.clone(),
+        ..Options::default()
+    };
+    let report = snapshot_report(&snapshot, args.path.clone(), &options);
+    let mut out = output::open(args.output.as_deref())?;
+    match args.format {
+        ReportFormat::Text => render::text(&report, width, &mut out)?,
+        ReportFormat::Json => render::json(&report, &mut out)?,
+        ReportFormat::Html => snapshot_html::html(&report, &mut out)?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn read(path: &Path) -> Result<Snapshot, Failure> {
+    Ok(read_snapshot(path, &mut output::progress("reading"))?)
+}

@@ -1,0 +1,13 @@
+//! Analyses of CUDA allocator snapshots: the state at the dump, fragmentation, the
+//! replayed trace (timeline, true peak, what was alive then, leaks, churn, OOMs), and
+//! the comparison of two snapshots.
+
+pub mod diff;
+pub mod fragmentation;
+pub mod replay;
+pub mod report;
+pub mod sites;
+pub mod stacked;
+pub mod stats;
+
+pub use report::{snapshot_report, Options, SnapshotReport};

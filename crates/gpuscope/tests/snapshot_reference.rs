@@ -1,0 +1,69 @@
+//! The shared real snapshots (recorded on GPUs) against `reference.json`, whose numbers
+//! came from torch's own tooling on the same files.
+
+use std::path::{Path, PathBuf};
+
+use gpuscope::analysis::snapshot::{snapshot_report, Options};
+use gpuscope::snapshot::read_snapshot;
+use serde_json::Value;
+
+fn shared() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/snapshots")
+}
+
+fn reference() -> Value {
+    let text = std::fs::read_to_string(shared().join("reference.json")).expect("reference.json");
+    serde_json::from_str(&text).expect("reference.json is JSON")
+}
+
+#[test]
+fn every_reference_figure_matches_exactly() {
+    let reference = reference();
+    let files = reference.as_object().expect("an object per snapshot");
+    assert!(files.len() >= 2);
+    for (name, want) in files {
+        let path = shared().join(name);
+        let snapshot = read_snapshot(&path, &mut |_, _| {}).expect("reads");
+        let report = snapshot_report(&snapshot, path.clone(), &Options::default());
+        let got = serde_json::to_value(&report).expect("serialises");
+        let stats = &got["stats"];
+        for key in [
+            "segments",
+            "reserved_bytes",
+            "allocated_bytes",
+            "active_bytes",
+            "requested_bytes",
+            "block_counts",
+            "block_bytes",
+            "devices",
+        ] {
+            assert_eq!(stats[key], want[key], "{name}: stats.{key}");
+        }
+        let trace = &got["trace"];
+        assert_eq!(trace["actions"], want["trace_actions"], "{name}: actions");
+        for key in [
+            "trace_live_delta_peak_bytes",
+            "trace_net_delta_bytes",
+            "allocated_before_trace_bytes",
+            "peak_allocated_bytes",
+        ] {
+            assert_eq!(trace[key], want[key], "{name}: trace.{key}");
+        }
+        let largest = &got["devices"][0]["largest_alloc"];
+        assert_eq!(largest["bytes"], want["largest_alloc_bytes"], "{name}");
+        assert_eq!(
+            largest["top_frame"], want["largest_alloc_top_frame"],
+            "{name}"
+        );
+        // What was alive at the peak adds up to the peak.
+        assert_eq!(
+            got["peak"]["bytes"], want["peak_allocated_bytes"],
+            "{name}: peak sites"
+        );
+        // What is alive now adds up to the active bytes.
+        assert_eq!(
+            got["now"]["bytes"], want["active_bytes"],
+            "{name}: now sites"
+        );
+    }
+}

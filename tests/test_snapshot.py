@@ -1,0 +1,1469 @@
+"""`gpuscope snapshot` and ``gpuscope.analyze_snapshot`` on CUDA allocator snapshots.
+
+The real inputs are two snapshots recorded on GPUs (``../shared/data/snapshots``) and
+``reference.json``, what torch's own tooling finds in them. Everything else a test expects
+is worked out here from the input itself: the pickles are read with the standard
+library's ``pickle`` (they hold plain data), replayed and grouped by call site by the small
+functions below, written from the definitions in the issue; and
+``python -m torch.cuda._memory_viz stats``, the tool people use today, is asked for the
+figures it prints. The synthetic snapshots are built here in the layout torch writes
+(segments of blocks, a trace of allocator events per device, stacks innermost first).
+Malicious and broken pickles are checked to be refused with one line on stderr, exit 2
+and no code run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import pickletools
+import re
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gpuscope
+import pytest
+from _helpers import SHARED_DATA, gpuscope_cli, run
+
+SNAPSHOTS = SHARED_DATA / "snapshots"
+REFERENCE = SNAPSHOTS / "reference.json"
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+# What torch prints as the site of the bytes alive before `_record_memory_history` began
+# (the brief names it; they have no stack).
+BEFORE_TRACE = "(allocated before the trace)"
+
+# Opcodes that import or call something (or need what only the writer has): a safe
+# reader refuses each of them.
+REFUSED_OPCODES = {
+    "GLOBAL",
+    "STACK_GLOBAL",
+    "REDUCE",
+    "BUILD",
+    "INST",
+    "OBJ",
+    "NEWOBJ",
+    "NEWOBJ_EX",
+    "EXT1",
+    "EXT2",
+    "EXT4",
+    "PERSID",
+    "BINPERSID",
+    "NEXT_BUFFER",
+    "READONLY_BUFFER",
+}
+
+Frame = dict[str, Any]
+Block = dict[str, Any]
+Segment = dict[str, Any]
+Entry = dict[str, Any]
+Doc = dict[str, Any]
+
+
+# ----------------------------------------------------------------------- real inputs
+
+
+def real_names() -> list[Any]:
+    """One parameter per snapshot in reference.json (a skipped one without the data)."""
+    if not REFERENCE.is_file():
+        reason = f"shared data absent: {REFERENCE} (expected at <repo>/../shared/data)"
+        return [pytest.param(None, marks=pytest.mark.skip(reason=reason))]
+    return sorted(json.loads(REFERENCE.read_text()))
+
+
+REAL = real_names()
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(REFERENCE.read_text())
+    return data
+
+
+@pytest.fixture(scope="module")
+def real_data() -> dict[str, Any]:
+    """Each real snapshot as the standard library's pickle reads it."""
+    out: dict[str, Any] = {}
+    for name in json.loads(REFERENCE.read_text()):
+        with (SNAPSHOTS / name).open("rb") as f:
+            out[name] = pickle.load(f)
+    return out
+
+
+@pytest.fixture(scope="module")
+def real_json() -> dict[str, Doc]:
+    """Each real snapshot's ``gpuscope snapshot --format json`` document."""
+    return {name: snapshot_json(SNAPSHOTS / name) for name in json.loads(REFERENCE.read_text())}
+
+
+# --------------------------------------------------------------------- running gpuscope
+
+
+def snapshot_json(path: Path, *args: str | Path) -> Doc:
+    out = gpuscope_cli("snapshot", path, "--format", "json", *args)
+    assert out.returncode == 0, out.stderr
+    assert "panicked" not in out.stderr
+    doc: Doc = json.loads(out.stdout)
+    return doc
+
+
+def snapshot_text(path: Path, *args: str | Path) -> str:
+    out = gpuscope_cli("snapshot", path, *args)
+    assert out.returncode == 0, out.stderr
+    assert "panicked" not in out.stderr
+    return out.stdout
+
+
+def without_path(doc: Doc) -> Doc:
+    return {k: v for k, v in doc.items() if k != "path"}
+
+
+def as_json(doc: Doc) -> Doc:
+    """``doc`` as JSON would carry it (tuples become lists), without ``path``."""
+    plain: Doc = json.loads(json.dumps(doc))
+    return without_path(plain)
+
+
+def refused_by_cli(path: Path) -> str:
+    """Runs the CLI on a bad input: exit 2, one line on stderr starting with ``error:``, no
+    traceback and no panic. Returns that line."""
+    out = gpuscope_cli("snapshot", path, "--format", "json")
+    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
+    assert out.stdout == ""
+    assert "Traceback" not in out.stderr
+    assert "panicked" not in out.stderr
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("error:"), lines[0]
+    return lines[0]
+
+
+def api_error(source: str | Path | bytes) -> BaseException:
+    """The exception ``analyze_snapshot`` raises on a bad input; a BadInputError or an
+    OSError, never pyo3's PanicException (a BaseException) or nothing."""
+    try:
+        gpuscope.analyze_snapshot(source)
+    except BaseException as e:  # noqa: BLE001 — the point is to see which one
+        assert isinstance(e, gpuscope.BadInputError | OSError), repr(e)
+        assert "panicked" not in str(e)
+        return e
+    raise AssertionError(f"analyze_snapshot accepted {str(source)[:80]!r}")
+
+
+# ------------------------------------------------------------------ a snapshot builder
+
+TORCH_PY = "/opt/venv/lib/python3.11/site-packages/torch"
+
+
+def frame(name: str, filename: str, line: int = 0) -> Frame:
+    return {"name": name, "filename": filename, "line": line}
+
+
+STEP = frame("step", "/home/u/train.py", 12)
+STEP_14 = frame("step", "/home/u/train.py", 14)
+LOSS = frame("loss", "/home/u/train.py", 20)
+FORWARD = frame("forward", "/home/u/model.py", 30)
+MAIN = frame("main", "/home/u/main.py", 40)
+
+
+def py_stack(*user: Frame) -> list[Frame]:
+    """A stack as torch records it, innermost first: the unwinder and the allocator (C++,
+    no Python file), an ATen operator, torch's own Python (inside site-packages), then the
+    user's frames, then the interpreter's."""
+    return [
+        frame("torch::unwind::unwind()", "??"),
+        frame("torch::CapturedTraceback::gather(bool, bool, bool)", "??"),
+        frame(
+            "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc("
+            "signed char, unsigned long, CUstream_st*)",
+            "CUDACachingAllocator.cpp",
+        ),
+        frame("at::_ops::empty_memory_format::call(...)", "??"),
+        frame("_conv_forward", f"{TORCH_PY}/nn/modules/conv.py", 549),
+        frame("_call_impl", f"{TORCH_PY}/nn/modules/module.py", 1750),
+        *(dict(f) for f in user),  # copies: a test may poison one stack's frames
+        frame("_PyEval_EvalFrameDefault", "??"),
+        frame("_start", "??"),
+    ]
+
+
+def site(*frames: Frame) -> str:
+    """A call site as the issue spells one: ``file:line function``, the callers after it."""
+    return " < ".join(f"{f['filename']}:{f['line']} {f['name']}" for f in frames)
+
+
+def block(
+    size: int,
+    state: str = "active_allocated",
+    frames: Sequence[Frame] = (),
+    requested: int | None = None,
+) -> Block:
+    if requested is None:
+        requested = size if state != "inactive" else 0
+    return {
+        "size": size,
+        "requested_size": requested,
+        "state": state,
+        "frames": list(frames),
+    }
+
+
+def segment(
+    blocks: list[Block],
+    address: int,
+    device: int = 0,
+    segment_type: str = "large",
+    stream: int = 0,
+) -> Segment:
+    """A segment with its blocks laid out in address order from ``address``; the sums torch
+    stores beside them follow from the blocks."""
+    offset = 0
+    for b in blocks:
+        b["address"] = address + offset
+        offset += b["size"]
+    allocated = [b for b in blocks if b["state"] == "active_allocated"]
+    active = [b for b in blocks if b["state"] in ("active_allocated", "active_pending_free")]
+    return {
+        "device": device,
+        "address": address,
+        "total_size": offset,
+        "allocated_size": sum(b["size"] for b in allocated),
+        "active_size": sum(b["size"] for b in active),
+        "requested_size": sum(b["requested_size"] for b in allocated),
+        "stream": stream,
+        "segment_type": segment_type,
+        "segment_pool_id": (0, 0),
+        "is_expandable": False,
+        "frames": [],
+        "blocks": blocks,
+    }
+
+
+@dataclass
+class Trace:
+    """One device's allocator trace, with times 1 ms apart."""
+
+    entries: list[Entry] = field(default_factory=list)
+    time_us: int | None = 1_748_730_000_000_000
+
+    def add(self, action: str, addr: int, size: int, frames: Sequence[Frame] = ()) -> Entry:
+        e: Entry = {"action": action, "addr": addr, "size": size, "stream": 0}
+        e["frames"] = list(frames)
+        if self.time_us is not None:
+            e["time_us"] = self.time_us
+            self.time_us += 1000
+        self.entries.append(e)
+        return e
+
+    def alloc(self, b: Block, frames: Sequence[Frame] | None = None) -> Entry:
+        return self.add("alloc", b["address"], b["size"], b["frames"] if frames is None else frames)
+
+    def free(self, b: Block) -> None:
+        self.add("free_requested", b["address"], b["size"], b["frames"])
+        self.add("free_completed", b["address"], b["size"], b["frames"])
+
+    def oom(self, size: int, device_free: int, frames: Sequence[Frame]) -> Entry:
+        # torch stores the driver's free bytes where other entries have `addr`.
+        e: Entry = {"action": "oom", "device_free": device_free, "size": size, "stream": 0}
+        e["frames"] = list(frames)
+        if self.time_us is not None:
+            e["time_us"] = self.time_us
+            self.time_us += 1000
+        self.entries.append(e)
+        return e
+
+
+def snapshot(segments: list[Segment], traces: list[Trace] | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {"segments": segments}
+    if traces is not None:
+        data["device_traces"] = [t.entries for t in traces]
+    data["allocator_settings"] = {"PYTORCH_CUDA_ALLOC_CONF": "", "expandable_segments": False}
+    data["external_annotations"] = []
+    return data
+
+
+def write(path: Path, data: Any, protocol: int = 4) -> Path:
+    path.write_bytes(pickle.dumps(data, protocol=protocol))
+    return path
+
+
+# ----------------------------------------------------------- the definitions, in Python
+
+
+def is_user_file(filename: str) -> bool:
+    """The user's own Python: a .py file outside torch, installed packages and the
+    standard library."""
+    f = filename.replace("\\", "/")
+    library = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3")
+    return f.endswith(".py") and not f.startswith("<frozen") and not any(p in f for p in library)
+
+
+def user_site(frames: Sequence[Frame], n: int = 1) -> str | None:
+    """The first ``n`` frames of user code, innermost first; None without any."""
+    user = [f for f in frames if is_user_file(f["filename"])][:n]
+    return site(*user) if user else None
+
+
+def by_user_site(items: Iterable[tuple[Sequence[Frame], int]], n: int = 1) -> dict[str, list[int]]:
+    """Bytes and count by user site; items without a user frame are left out."""
+    out: dict[str, list[int]] = {}
+    for frames, size in items:
+        s = user_site(frames, n)
+        if s is not None:
+            sums = out.setdefault(s, [0, 0])
+            sums[0] += size
+            sums[1] += 1
+    return out
+
+
+def listed(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """gpuscope's site rows as ``{site: [bytes, count]}``."""
+    return {r["site"]: [r["bytes"], r["count"]] for r in rows}
+
+
+@dataclass
+class Replay:
+    """A device's trace replayed by the issue's rules: an alloc adds its size, a
+    free_completed takes it away."""
+
+    deltas: list[int]  # allocs − frees after each entry
+    net: int
+    peak_delta: int  # the highest delta, ≥ 0 (0: the peak is before the first entry)
+    peak_index: int | None
+    live: dict[int, tuple[int, list[Frame]]]  # alive at the end: addr -> (size, frames)
+    live_at_peak: dict[int, tuple[int, list[Frame]]]
+    before_freed_at_peak: int  # before-trace bytes freed up to the peak
+    churn: list[tuple[list[Frame], int]]  # allocations made and freed within the trace
+
+
+def replay(trace: list[Entry]) -> Replay:
+    deltas: list[int] = []
+    delta, peak, peak_index = 0, 0, None
+    live: dict[int, tuple[int, list[Frame]]] = {}
+    live_at_peak: dict[int, tuple[int, list[Frame]]] = {}
+    before_freed, before_freed_at_peak = 0, 0
+    churn: list[tuple[list[Frame], int]] = []
+    for k, e in enumerate(trace):
+        if e["action"] == "alloc":
+            delta += e["size"]
+            live[e["addr"]] = (e["size"], e.get("frames", []))
+        elif e["action"] == "free_completed":
+            delta -= e["size"]
+            if e["addr"] in live:
+                size, frames = live.pop(e["addr"])
+                churn.append((frames, size))
+            else:
+                before_freed += e["size"]
+        deltas.append(delta)
+        if delta > peak:
+            peak, peak_index = delta, k
+            live_at_peak, before_freed_at_peak = dict(live), before_freed
+    if peak_index is None:
+        live_at_peak, before_freed_at_peak = {}, 0
+    return Replay(deltas, delta, peak, peak_index, live, live_at_peak, before_freed_at_peak, churn)
+
+
+def active_at_end(data: dict[str, Any], device: int) -> int:
+    """Bytes in active blocks (allocated or pending free) of ``device`` at the dump."""
+    return sum(
+        b["size"]
+        for s in data["segments"]
+        if s.get("device", 0) == device
+        for b in s["blocks"]
+        if b["state"] in ("active_allocated", "active_pending_free")
+    )
+
+
+def block_requested(b: Block) -> int:
+    """What the program asked for, in either layout (the oldest keeps it in history)."""
+    if "frames" not in b and "history" in b:
+        return int(b["history"][0]["real_size"])
+    requested: int = b["requested_size"] if "requested_size" in b else b["size"]
+    return requested
+
+
+def block_frames(b: Block) -> list[Frame]:
+    if "frames" in b:
+        return list(b["frames"])
+    if b.get("history"):
+        return list(b["history"][0].get("frames", []))
+    return []
+
+
+def free_runs(seg: Segment) -> list[int]:
+    """Sizes of the segment's free spans: adjacent inactive blocks merged."""
+    runs, run = [], 0
+    for b in seg["blocks"]:
+        if b["state"] == "inactive":
+            run += b["size"]
+        elif run:
+            runs.append(run)
+            run = 0
+    if run:
+        runs.append(run)
+    return runs
+
+
+def viz_size(num: float) -> str:
+    """A size as ``torch.cuda._memory_viz`` prints one (its ``_format_size``)."""
+    for unit in ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi"]:
+        if abs(num) < 1024.0:
+            return f"{num:3.1f}{unit}B"
+        num /= 1024.0
+    return f"{num:.1f}YiB"
+
+
+# ------------------------------------------------------------- reference parity (real)
+
+
+def report(via: str, path: Path) -> Doc:
+    if via == "cli":
+        return snapshot_json(path)
+    doc: Doc = gpuscope.analyze_snapshot(path)
+    return doc
+
+
+@pytest.mark.parametrize("via", ["cli", "api"])
+@pytest.mark.parametrize("name", REAL)
+def test_matches_reference(reference: dict[str, Any], name: str, via: str) -> None:
+    """Every figure reference.json has for a real snapshot (computed by torch's tooling),
+    through the command and through the Python API."""
+    ref = reference[name]
+    doc = report(via, SNAPSHOTS / name)
+    assert doc["schema"] == "gpuscope.snapshot/1"
+    stats = doc["stats"]
+    for key in (
+        "segments",
+        "reserved_bytes",
+        "allocated_bytes",
+        "active_bytes",
+        "requested_bytes",
+        "block_counts",
+        "block_bytes",
+        "devices",
+    ):
+        assert stats[key] == ref[key], key
+    trace = doc["trace"]
+    assert trace["actions"] == ref["trace_actions"]
+    for key in (
+        "trace_live_delta_peak_bytes",
+        "trace_net_delta_bytes",
+        "allocated_before_trace_bytes",
+        "peak_allocated_bytes",
+    ):
+        assert trace[key] == ref[key], key
+    largest = doc["devices"][0]["largest_alloc"]
+    assert largest["bytes"] == ref["largest_alloc_bytes"]
+    assert largest["top_frame"] == ref["largest_alloc_top_frame"]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_api_gives_the_cli_document(real_json: dict[str, Doc], name: str) -> None:
+    """``analyze_snapshot`` on a path and on the pickle's bytes is the ``--format json``
+    document, but for ``path``; ``frames`` and ``top`` are the options of the same name.
+    (Compared as JSON: the next test is about tuples in the API's answer.)"""
+    path = SNAPSHOTS / name
+    cli = without_path(real_json[name])
+    assert as_json(gpuscope.analyze_snapshot(path)) == cli
+    assert as_json(gpuscope.analyze_snapshot(str(path))) == cli
+    assert as_json(gpuscope.analyze_snapshot(path.read_bytes())) == cli
+    two = without_path(snapshot_json(path, "--frames", "2", "--top", "5"))
+    assert as_json(gpuscope.analyze_snapshot(path, frames=2, top=5)) == two
+    assert two != cli
+
+
+def test_api_dict_equals_the_parsed_cli_json(tmp_path: Path) -> None:
+    """The same document as plain Python data, compared as is (a snapshot with
+    allocator_settings, as torch writes since 2.1)."""
+    path = write(tmp_path / "settings.pickle", call_sites_snapshot())
+    assert without_path(gpuscope.analyze_snapshot(path)) == without_path(snapshot_json(path))
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_stats_add_up_the_segments_and_blocks(
+    real_data: dict[str, Any], real_json: dict[str, Doc], name: str
+) -> None:
+    """The state at the dump, summed here from the pickle: segments' sums, blocks by
+    state, the free bytes split as _memory_viz splits them (rounding inside allocated
+    blocks is internal, every other block external), per segment size class."""
+    data, stats = real_data[name], real_json[name]["stats"]
+    segments = data["segments"]
+    blocks = [b for s in segments for b in s["blocks"]]
+    assert stats["segments"] == len(segments)
+    assert stats["reserved_bytes"] == sum(s["total_size"] for s in segments)
+    assert stats["allocated_bytes"] == sum(
+        b["size"] for b in blocks if b["state"] == "active_allocated"
+    )
+    assert stats["block_counts"] == dict(Counter(b["state"] for b in blocks))
+    internal = sum(
+        b["size"] - block_requested(b) for b in blocks if b["state"] == "active_allocated"
+    )
+    external = sum(b["size"] for b in blocks if b["state"] != "active_allocated")
+    assert stats["internal_free_bytes"] == internal
+    assert stats["free_bytes"] == internal + external
+    assert stats["internal_free_percent"] == pytest.approx(100 * internal / (internal + external))
+    by_type = {g["key"]: g for g in stats["by_segment_type"]}
+    for kind in {s["segment_type"] for s in segments}:
+        mine = [s for s in segments if s["segment_type"] == kind]
+        assert by_type[kind]["segments"] == len(mine)
+        assert by_type[kind]["reserved_bytes"] == sum(s["total_size"] for s in mine)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_trace_replayed_here_gives_the_same_peak_and_sites(
+    real_data: dict[str, Any], name: str
+) -> None:
+    """The trace replayed here: the net change, the true peak (before-trace bytes added
+    back), and by user call site what was alive at the peak, never freed, churned and
+    alive at the dump. Sites that are not user code (native-only stacks, which gpuscope
+    names after the operator) are compared in total only."""
+    data = real_data[name]
+    doc = gpuscope.analyze_snapshot(SNAPSHOTS / name, top=1_000_000)
+    r = replay(data["device_traces"][0])
+    before = active_at_end(data, 0) - r.net
+    trace = doc["trace"]
+    assert trace["trace_net_delta_bytes"] == r.net
+    assert trace["allocated_before_trace_bytes"] == before
+    assert trace["peak_allocated_bytes"] == before + r.peak_delta
+
+    peak = listed(doc["peak"]["by_site"])
+    assert sum(b for b, _ in peak.values()) == before + r.peak_delta
+    assert peak[BEFORE_TRACE][0] == before - r.before_freed_at_peak
+    at_peak = by_user_site((f, s) for s, f in r.live_at_peak.values())
+    assert at_peak, "the real traces have user frames"
+    for s, sums in at_peak.items():
+        assert peak[s] == sums, s
+
+    never = listed(doc["never_freed"])
+    assert sum(b for b, _ in never.values()) == sum(s for s, _ in r.live.values())
+    for s, sums in by_user_site((f, s) for s, f in r.live.values()).items():
+        assert never[s] == sums, s
+
+    churn = listed(doc["churn"])
+    assert sum(b for b, _ in churn.values()) == sum(s for _, s in r.churn)
+    for s, sums in by_user_site(r.churn).items():
+        assert churn[s] == sums, s
+
+    now = listed(doc["now"]["by_site"])
+    alive = [
+        (block_frames(b), b["size"])
+        for seg in data["segments"]
+        for b in seg["blocks"]
+        if b["state"] in ("active_allocated", "active_pending_free")
+    ]
+    assert sum(b for b, _ in now.values()) == sum(size for _, size in alive)
+    for s, sums in by_user_site(alive).items():
+        assert now[s] == sums, s
+
+
+# --------------------------------------------------------------- the rival as an oracle
+
+
+@pytest.fixture(scope="module")
+def memory_viz_stats(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str]]:
+    """``python -m torch.cuda._memory_viz stats FILE`` on each real snapshot and on a
+    snapshot of the oldest layout, run side by side (each imports torch, seconds)."""
+    inputs = {name: SNAPSHOTS / name for name in json.loads(REFERENCE.read_text())}
+    inputs["oldest_layout"] = write(
+        tmp_path_factory.mktemp("viz") / "oldest.pickle", oldest_layout()
+    )
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "torch.cuda._memory_viz", "stats", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, path in inputs.items()
+    }
+    out: dict[str, tuple[Path, str]] = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=180)
+        assert proc.returncode == 0, stderr[-2000:]
+        out[name] = (inputs[name], stdout)
+    return out
+
+
+VIZ_LINES = {
+    "segments": re.compile(r"^segments: (\d+)$", re.MULTILINE),
+    "total_reserved": re.compile(r"^total_reserved: (\S+)$", re.MULTILINE),
+    "total_allocated": re.compile(r"^total_allocated: (\S+)$", re.MULTILINE),
+    "total_free": re.compile(r"^total_free: (\S+)(?: \(([0-9.]+)% internal\))?$", re.MULTILINE),
+}
+
+
+@pytest.mark.parametrize("name", [*REAL, "oldest_layout"])
+def test_stats_agree_with_memory_viz(
+    memory_viz_stats: dict[str, tuple[Path, str]], name: str
+) -> None:
+    """The four lines ``_memory_viz stats`` ends with, from gpuscope's bytes formatted as
+    _memory_viz formats sizes. Its ``total_allocated`` sums what the program requested in
+    allocated blocks (``_block_extra``'s size), which gpuscope calls ``requested_bytes``;
+    its ``total_free`` is everything else, with the rounding share as "% internal"."""
+    path, printed = memory_viz_stats[name]
+    stats = gpuscope.analyze_snapshot(path)["stats"]
+    found = {key: pattern.findall(printed) for key, pattern in VIZ_LINES.items()}
+    for key, hits in found.items():
+        assert len(hits) == 1, (key, printed[-800:])
+    assert int(found["segments"][0]) == stats["segments"]
+    assert found["total_reserved"][0] == viz_size(stats["reserved_bytes"])
+    assert found["total_allocated"][0] == viz_size(stats["requested_bytes"])
+    free, internal = found["total_free"][0]
+    assert free == viz_size(stats["free_bytes"])
+    assert internal, "every input here has free bytes"
+    assert f"{stats['internal_free_percent']:.1f}" == internal
+
+
+# -------------------------------------------------------------------------- protocols
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("name", REAL)
+def test_every_pickle_protocol_reads_the_same(
+    real_data: dict[str, Any],
+    real_json: dict[str, Doc],
+    tmp_path: Path,
+    name: str,
+    protocol: int,
+) -> None:
+    """The real snapshot re-dumped by the standard library with each protocol (torch
+    writes 2–5; 0 and 1 are text and early binary): the same document."""
+    path = write(tmp_path / f"p{protocol}.pickle", real_data[name], protocol)
+    assert without_path(snapshot_json(path)) == without_path(real_json[name])
+
+
+def test_protocol_5_bytearray_is_plain_data(tmp_path: Path) -> None:
+    """Protocol 5 writes a bytearray in band with BYTEARRAY8: plain data, read."""
+    data = call_sites_snapshot()
+    data["allocator_settings"]["blob"] = bytearray(b"\x00\x01")
+    raw = pickle.dumps(data, protocol=5)
+    assert "BYTEARRAY8" in {op.name for op, _, _ in pickletools.genops(raw)}
+    doc = gpuscope.analyze_snapshot(raw)
+    plain = gpuscope.analyze_snapshot(pickle.dumps(call_sites_snapshot(), protocol=5))
+    assert doc["stats"] == plain["stats"]
+    assert doc["trace"] == plain["trace"]
+
+
+# ------------------------------------------------------------------ malicious pickles
+
+
+class RunsCode:
+    """Unpickling this runs ``touch MARKER``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def first_refused(raw: bytes) -> tuple[str, int]:
+    """The first opcode a safe reader must refuse, and its byte offset (pickletools)."""
+    for op, _, pos in pickletools.genops(raw):
+        if op.name in REFUSED_OPCODES:
+            assert pos is not None
+            return op.name, pos
+    raise AssertionError("no refused opcode in the pickle")
+
+
+def check_refused(path: Path, raw: bytes) -> None:
+    """CLI, API on the path and API on the bytes all refuse the pickle, naming the opcode
+    and its offset."""
+    opcode, offset = first_refused(raw)
+    line = refused_by_cli(path)
+    for message in (
+        line,
+        str(api_error(path)),
+        str(api_error(raw)),
+    ):
+        assert re.search(rf"\b{opcode}\b", message), message
+        assert f"offset {offset}" in message, message
+    assert isinstance(api_error(path), gpuscope.BadInputError)
+    assert isinstance(api_error(raw), gpuscope.BadInputError)
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
+def test_a_pickle_that_runs_code_is_refused(tmp_path: Path, protocol: int) -> None:
+    """``os.system("touch marker")`` by GLOBAL (protocols 0–3) or STACK_GLOBAL (4–5) and
+    REDUCE: refused with the opcode named, by the command and the API, and never run."""
+    marker = tmp_path / "marker"
+    raw = pickle.dumps(RunsCode(marker), protocol=protocol)
+    opcode, _ = first_refused(raw)
+    assert opcode == ("GLOBAL" if protocol < 4 else "STACK_GLOBAL")
+    path = tmp_path / "evil.pickle"
+    path.write_bytes(raw)
+    check_refused(path, raw)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
+def test_code_nested_inside_a_valid_snapshot_is_refused(tmp_path: Path, protocol: int) -> None:
+    """The same payload as a frame's file name deep inside an otherwise valid snapshot:
+    the reader stops at it, not after building the rest."""
+    marker = tmp_path / "marker"
+    data = call_sites_snapshot()
+    data["device_traces"][0][3]["frames"][6]["filename"] = RunsCode(marker)
+    raw = pickle.dumps(data, protocol=protocol)
+    path = tmp_path / "nested.pickle"
+    path.write_bytes(raw)
+    _, offset = first_refused(raw)
+    assert offset > 100, "the payload is inside the snapshot, not at its start"
+    check_refused(path, raw)
+    assert not marker.exists()
+
+
+HANDMADE = {
+    # None() — a call without a global
+    "reduce": b"\x80\x02N)R.",
+    # {}.__setstate__({}) — BUILD calls __setstate__ or updates __dict__
+    "build": b"\x80\x02}}b.",
+    # INST imports a class by name from text (protocol 0)
+    "inst": b"(S'touch m'\nios\nsystem\n.",
+    # an object from copyreg's extension registry
+    "ext1": b"\x80\x02\x82\x01)R.",
+    "ext2": b"\x80\x02\x83\x01\x00)R.",
+    # persistent ids only the writer's persistent_load can resolve
+    "persid": b"Pfoo\n.",
+    "binpersid": b"\x80\x02X\x03\x00\x00\x00fooQ.",
+    # NEWOBJ: cls.__new__(cls, *args)
+    "newobj": b"\x80\x02N)\x81.",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HANDMADE))
+def test_other_opcodes_that_would_call_code_are_refused(tmp_path: Path, kind: str) -> None:
+    raw = HANDMADE[kind]
+    path = tmp_path / f"{kind}.pickle"
+    path.write_bytes(raw)
+    check_refused(path, raw)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def bad_inputs(tmp: Path) -> dict[str, Path]:
+    """Files that are not snapshots, each with the reason it is not."""
+    real = next(iter(sorted(SNAPSHOTS.glob("*.pickle"))), None)
+    out: dict[str, Path] = {}
+    (tmp / "empty.pickle").write_bytes(b"")
+    out["empty"] = tmp / "empty.pickle"
+    out["list_of_ints"] = write(tmp / "ints.pickle", [1, 2, 3])
+    out["dict_without_segments"] = write(tmp / "nosegs.pickle", {"device_traces": [[]]})
+    out["string"] = write(tmp / "str.pickle", "segments")
+    out["segments_not_a_list"] = write(tmp / "seg.pickle", {"segments": 3})
+    out["block_without_size"] = write(
+        tmp / "nosize.pickle",
+        {"segments": [{"total_size": 10, "blocks": [{"state": "inactive"}]}]},
+    )
+    out["negative_size"] = write(
+        tmp / "neg.pickle",
+        {"segments": [{"total_size": 10, "blocks": [{"size": -5, "state": "inactive"}]}]},
+    )
+    out["integer_wider_than_64_bits"] = write(
+        tmp / "wide.pickle", {"segments": [{"total_size": 1 << 70, "blocks": []}]}
+    )
+    out["trace_entry_not_a_dict"] = write(
+        tmp / "entry.pickle", {"segments": [], "device_traces": [[7]]}
+    )
+    out["text_not_a_pickle"] = tmp / "text.pickle"
+    out["text_not_a_pickle"].write_text("segments: 3\n")
+    if real is not None:
+        raw = real.read_bytes()
+        for cut in (1, 2, 100, len(raw) // 3, len(raw) // 2, len(raw) - 1):
+            out[f"truncated_at_{cut}"] = tmp / f"cut{cut}.pickle"
+            out[f"truncated_at_{cut}"].write_bytes(raw[:cut])
+    return out
+
+
+def test_bad_inputs_are_refused_cleanly(tmp_path: Path) -> None:
+    """Each: exit 2 with one ``error:`` line and no traceback from the command; a
+    BadInputError (not a panic) from the API, on the path and on the bytes."""
+    for kind, path in bad_inputs(tmp_path).items():
+        line = refused_by_cli(path)
+        assert path.name in line, (kind, line)
+        assert isinstance(api_error(path), gpuscope.BadInputError), kind
+        assert isinstance(api_error(path.read_bytes()), gpuscope.BadInputError), kind
+
+
+def test_a_directory_or_a_missing_file_is_an_os_error(tmp_path: Path) -> None:
+    for path in (tmp_path, tmp_path / "missing.pickle"):
+        line = refused_by_cli(path)
+        assert str(path.name) in line
+        assert isinstance(api_error(path), OSError)
+    assert isinstance(api_error(tmp_path / "missing.pickle"), FileNotFoundError)
+
+
+def run_isolated(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Runs Python code in a child process: a crash there cannot take pytest down."""
+    return run([sys.executable, "-c", code, *args], timeout=120)
+
+
+API_IN_A_CHILD = (
+    "import sys, gpuscope\n"
+    "try:\n"
+    "    gpuscope.analyze_snapshot(sys.argv[1])\n"
+    "except (gpuscope.BadInputError, OSError) as e:\n"
+    "    print('refused:', e)\n"
+    "else:\n"
+    "    print('read')\n"
+)
+
+
+def check_read_or_refused(path: Path) -> None:
+    """The command ends with 0 or 2, never by a signal; the API returns or raises."""
+    out = gpuscope_cli("snapshot", path, "--format", "json")
+    assert out.returncode in (0, 2), f"exit {out.returncode}: {out.stderr[-500:]}"
+    assert "panicked" not in out.stderr
+    child = run_isolated(API_IN_A_CHILD, str(path))
+    assert child.returncode == 0, f"exit {child.returncode}: {child.stderr[-500:]}"
+
+
+def test_a_self_referencing_allocator_setting_does_not_crash(tmp_path: Path) -> None:
+    """Pickle memo entries can make a cycle; a reader of someone else's file must not die
+    on one (the segments, traces and frames survive cycles; the settings do not)."""
+    settings: dict[str, Any] = {"expandable_segments": False}
+    settings["self"] = settings
+    path = write(tmp_path / "cycle.pickle", {"segments": [], "allocator_settings": settings})
+    check_read_or_refused(path)
+
+
+def nested_lists(depth: int) -> bytes:
+    """A snapshot whose allocator_settings hold a list nested ``depth`` deep, written
+    opcode by opcode (the standard library's pickler would recurse as deep)."""
+
+    def text(s: str) -> bytes:
+        return b"\x8c" + bytes([len(s)]) + s.encode()
+
+    return (
+        b"\x80\x02}"
+        + text("segments")
+        + b"]s"
+        + text("allocator_settings")
+        + b"}"
+        + text("x")
+        + b"]" * depth
+        + b"a" * (depth - 1)
+        + b"ss."
+    )
+
+
+def test_nested_lists_builder_is_a_valid_pickle() -> None:
+    """Guards the next test's input: the standard library reads a shallow one."""
+    assert pickle.loads(nested_lists(3)) == {"segments": [], "allocator_settings": {"x": [[[]]]}}
+
+
+def test_deeply_nested_allocator_setting_does_not_crash(tmp_path: Path) -> None:
+    path = tmp_path / "deep.pickle"
+    path.write_bytes(nested_lists(200_000))
+    check_read_or_refused(path)
+
+
+def test_deeply_nested_frames_do_not_crash(tmp_path: Path) -> None:
+    """The same depth where a trace entry's frames belong: read or refused."""
+
+    def text(s: str) -> bytes:
+        return b"\x8c" + bytes([len(s)]) + s.encode()
+
+    depth = 200_000
+    raw = (
+        b"\x80\x02}"
+        + text("segments")
+        + b"]s"
+        + text("device_traces")
+        + b"]]}"
+        + text("action")
+        + text("alloc")
+        + b"s"
+        + text("size")
+        + b"K\x10s"
+        + text("addr")
+        + b"K\x01s"
+        + text("frames")
+        + b"]" * depth
+        + b"a" * (depth - 1)
+        + b"saas."
+    )
+    path = tmp_path / "deep_frames.pickle"
+    path.write_bytes(raw)
+    check_read_or_refused(path)
+
+
+# ----------------------------------------------------------------- synthetic snapshots
+
+SEG = 0x7F00_0000_0000
+
+
+def oom_snapshot() -> tuple[dict[str, Any], Trace]:
+    """4 MiB alive from before the trace; in the trace 2 MiB allocated and freed, 6 MiB
+    kept (model.py forward), 8 MiB allocated in train.py loss, then 12 MiB asked for in
+    loss fails with 1 MiB free on the device, and the 8 MiB are freed."""
+    before = block(4 * MiB)
+    kept = block(6 * MiB, frames=py_stack(FORWARD, STEP, MAIN))
+    rest = block(10 * MiB, "inactive")
+    seg = segment([before, kept, rest], SEG)
+    temp = {"address": rest["address"] + 8 * MiB, "size": 2 * MiB, "frames": py_stack(STEP, MAIN)}
+    big = {"address": rest["address"], "size": 8 * MiB, "frames": py_stack(LOSS, MAIN)}
+    t = Trace()
+    t.alloc(temp)
+    t.alloc(kept)
+    t.free(temp)
+    t.alloc(big)
+    t.oom(12 * MiB, 1 * MiB, py_stack(LOSS, MAIN))
+    t.free(big)
+    return snapshot([seg], [t]), t
+
+
+def test_oom_event_with_the_state_just_before(tmp_path: Path) -> None:
+    data, trace = oom_snapshot()
+    doc = snapshot_json(write(tmp_path / "oom.pickle", data))
+    (oom,) = doc["ooms"]
+    k = next(i for i, e in enumerate(trace.entries) if e["action"] == "oom")
+    entry = trace.entries[k]
+    r = replay(trace.entries)
+    before = active_at_end(data, 0) - r.net
+    assert before == 4 * MiB  # the builder's intent
+    assert oom["index"] == k
+    assert oom["time_us"] == entry["time_us"]
+    assert oom["requested_bytes"] == entry["size"]
+    assert oom["device_free_bytes"] == entry["device_free"]
+    assert oom["site"] == user_site(entry["frames"])
+    assert oom["allocated_bytes"] == before + r.deltas[k - 1]
+    assert oom["reserved_bytes"] == sum(s["total_size"] for s in data["segments"])
+    # alive just before: what the replay holds then, by site, and the before-trace bytes
+    live: dict[int, tuple[int, list[Frame]]] = {}
+    for e in trace.entries[:k]:
+        if e["action"] == "alloc":
+            live[e["addr"]] = (e["size"], e["frames"])
+        elif e["action"] == "free_completed":
+            live.pop(e["addr"])
+    expected = by_user_site((f, s) for s, f in live.values())
+    expected[BEFORE_TRACE] = [before, 0]
+    got = listed(oom["alive_by_site"])
+    assert {s: b for s, (b, _) in got.items()} == {s: b for s, (b, _) in expected.items()}
+    assert got[site(LOSS)] == [8 * MiB, 1]
+    assert [r["bytes"] for r in oom["alive_by_site"]] == sorted(
+        (r["bytes"] for r in oom["alive_by_site"]), reverse=True
+    )
+    text = snapshot_text(write(tmp_path / "oom.pickle", data))
+    assert site(LOSS) in text
+
+
+def two_devices_snapshot() -> dict[str, Any]:
+    """Device 0: more segments, more reserved and more trace entries, but a lower peak
+    (6 MiB); device 1: 4 MiB from before its trace, 16 MiB kept and 8 MiB churned (a peak
+    of 28 MiB)."""
+    a0 = block(4 * MiB, frames=py_stack(STEP, MAIN))
+    free0 = block(60 * MiB, "inactive")
+    seg0 = segment([a0, free0], SEG, device=0)
+    seg0b = segment([block(2 * MiB, "inactive")], SEG + 64 * MiB, device=0)
+    t0 = Trace()
+    t0.alloc(a0)
+    for _ in range(5):
+        tmp = {"address": free0["address"], "size": 2 * MiB, "frames": py_stack(LOSS, MAIN)}
+        t0.alloc(tmp)
+        t0.free(tmp)
+    before1 = block(4 * MiB)
+    b1 = block(16 * MiB, frames=py_stack(FORWARD, STEP, MAIN))
+    free1 = block(12 * MiB, "inactive")
+    seg1 = segment([before1, b1, free1], 0x7E00_0000_0000, device=1)
+    t1 = Trace()
+    t1.alloc(b1)
+    tmp1 = {"address": free1["address"], "size": 8 * MiB, "frames": py_stack(LOSS, MAIN)}
+    t1.alloc(tmp1)
+    t1.free(tmp1)
+    return snapshot([seg0, seg1, seg0b], [t0, t1])
+
+
+def test_two_devices(tmp_path: Path) -> None:
+    data = two_devices_snapshot()
+    doc = snapshot_json(write(tmp_path / "two.pickle", data))
+    stats = doc["stats"]
+    assert stats["devices"] == [0, 1]
+    by_device = {g["key"]: g for g in stats["by_device"]}
+    assert sorted(by_device) == ["0", "1"]
+    peaks = {}
+    for device in (0, 1):
+        mine = [s for s in data["segments"] if s["device"] == device]
+        group = by_device[str(device)]
+        assert group["segments"] == len(mine)
+        assert group["reserved_bytes"] == sum(s["total_size"] for s in mine)
+        assert group["allocated_bytes"] == sum(s["allocated_size"] for s in mine)
+        assert group["requested_bytes"] == sum(s["requested_size"] for s in mine)
+        r = replay(data["device_traces"][device])
+        before = active_at_end(data, device) - r.net
+        peaks[device] = before + r.peak_delta
+        (replayed,) = [d for d in doc["devices"] if d["device"] == device]
+        assert replayed["entries"] == len(data["device_traces"][device])
+        assert replayed["allocated_before_trace_bytes"] == before
+        assert replayed["peak_allocated_bytes"] == peaks[device]
+    assert sorted(d["device"] for d in doc["devices"]) == [0, 1]
+    high = max(peaks, key=lambda d: peaks[d])
+    assert high == 1  # the builder's intent
+    assert doc["trace"]["device"] == high
+    assert doc["trace"]["peak_allocated_bytes"] == peaks[high]
+    assert doc["peak"]["device"] == high
+    counts = Counter(e["action"] for t in data["device_traces"] for e in t)
+    assert doc["trace"]["actions"] == dict(counts)
+
+
+def test_pending_free_blocks(tmp_path: Path) -> None:
+    """A block freed by the program but waiting for a stream (free_requested, no
+    free_completed; ``active_pending_free`` at the dump) is active, not allocated."""
+    kept = block(2 * MiB, frames=py_stack(STEP, MAIN), requested=2 * MiB - 100)
+    pending = block(4 * MiB, "active_pending_free", frames=py_stack(FORWARD, STEP, MAIN))
+    done = block(2 * MiB, "inactive")
+    seg = segment([kept, pending, done], SEG)
+    t = Trace()
+    t.alloc(kept)
+    t.alloc(pending)
+    t.add("free_requested", pending["address"], pending["size"], pending["frames"])
+    temp = {"address": done["address"], "size": done["size"], "frames": py_stack(LOSS, MAIN)}
+    t.alloc(temp)
+    t.free(temp)
+    data = snapshot([seg], [t])
+    stats = snapshot_json(write(tmp_path / "pending.pickle", data))["stats"]
+    blocks = seg["blocks"]
+    assert stats["block_counts"] == dict(Counter(b["state"] for b in blocks))
+    assert stats["block_counts"]["active_pending_free"] == 1
+    assert stats["block_bytes"]["active_pending_free"] == 4 * MiB
+    assert stats["active_bytes"] == kept["size"] + pending["size"]
+    assert stats["allocated_bytes"] == kept["size"]
+    assert stats["requested_bytes"] == kept["requested_size"]
+    # as _memory_viz counts free: the pending block is external, the rounding internal
+    assert stats["internal_free_bytes"] == 100
+    assert stats["free_bytes"] == 100 + pending["size"] + done["size"]
+    doc = gpuscope.analyze_snapshot(write(tmp_path / "pending.pickle", data))
+    r = replay(t.entries)
+    assert doc["trace"]["allocated_before_trace_bytes"] == active_at_end(data, 0) - r.net == 0
+
+
+def true_peak_snapshot() -> tuple[dict[str, Any], Trace]:
+    """Alive before the trace: p1 (4 MiB, freed in the trace before the peak) and p2
+    (6 MiB, alive to the end). In the trace: x (5 MiB, train.py step) allocated, p1 freed,
+    y (8 MiB, train.py loss) allocated — the peak — then x freed."""
+    p1 = block(4 * MiB, "inactive")
+    p2 = block(6 * MiB)
+    y = block(8 * MiB, frames=py_stack(LOSS, MAIN))
+    rest = block(14 * MiB, "inactive")
+    seg = segment([p1, p2, y, rest], SEG)
+    x = {"address": rest["address"], "size": 5 * MiB, "frames": py_stack(STEP, MAIN)}
+    t = Trace()
+    t.alloc(x)
+    t.add("free_requested", p1["address"], p1["size"])
+    t.add("free_completed", p1["address"], p1["size"])
+    t.alloc(y)
+    t.free(x)
+    return snapshot([seg], [t]), t
+
+
+def test_true_peak_adds_back_what_was_alive_before_the_trace(tmp_path: Path) -> None:
+    data, t = true_peak_snapshot()
+    doc = snapshot_json(write(tmp_path / "peak.pickle", data))
+    r = replay(t.entries)
+    net = sum(e["size"] for e in t.entries if e["action"] == "alloc") - sum(
+        e["size"] for e in t.entries if e["action"] == "free_completed"
+    )
+    before = active_at_end(data, 0) - net
+    assert before == 10 * MiB  # the builder's intent: p1 + p2
+    trace = doc["trace"]
+    assert trace["trace_net_delta_bytes"] == net
+    assert trace["allocated_before_trace_bytes"] == before
+    assert trace["trace_live_delta_peak_bytes"] == r.peak_delta
+    assert trace["peak_allocated_bytes"] == before + r.peak_delta
+    assert r.peak_index is not None
+    assert trace["peak_time_us"] == t.entries[r.peak_index]["time_us"]
+    peak = doc["peak"]
+    assert peak["bytes"] == trace["peak_allocated_bytes"]
+    assert sum(s["bytes"] for s in peak["by_site"]) == trace["peak_allocated_bytes"]
+    got = {s: b for s, (b, _) in listed(peak["by_site"]).items()}
+    assert got == {
+        BEFORE_TRACE: before - r.before_freed_at_peak,  # p2 only: p1 was freed by then
+        site(STEP): 5 * MiB,
+        site(LOSS): 8 * MiB,
+    }
+
+
+def test_stacked_timeline_adds_up_to_the_allocated_bytes(tmp_path: Path) -> None:
+    """With fewer entries than points, one moment per entry: x in ms since the first
+    entry, and the series (before-trace first) add up to the replayed allocated bytes."""
+    data, t = true_peak_snapshot()
+    doc = snapshot_json(write(tmp_path / "peak.pickle", data))
+    r = replay(t.entries)
+    before = doc["trace"]["allocated_before_trace_bytes"]
+    stacked = doc["stacked"]
+    t0 = t.entries[0]["time_us"]
+    assert stacked["has_time"] is True
+    assert stacked["x"] == [(e["time_us"] - t0) // 1000 for e in t.entries]
+    assert stacked["series"][0]["site"] == BEFORE_TRACE
+    for k, delta in enumerate(r.deltas):
+        assert sum(s["bytes"][k] for s in stacked["series"]) == before + delta, k
+    assert r.peak_index is not None
+    assert stacked["peak_x"] == stacked["x"][r.peak_index]
+
+
+def test_reserved_bytes_and_cuda_malloc_calls(tmp_path: Path) -> None:
+    """segment_alloc is a cudaMalloc, segment_free a cudaFree; reserved bytes before the
+    trace are the dump's less the trace's net segment change, and its peak is reached
+    after the second cudaMalloc."""
+    kept = block(4 * MiB, frames=py_stack(STEP, MAIN))
+    seg1 = segment([kept, block(16 * MiB, "inactive")], SEG)
+    seg2 = segment([block(2 * MiB, "inactive")], SEG + 64 * MiB, segment_type="small")
+    t = Trace()
+    t.add("segment_alloc", seg1["address"], seg1["total_size"])
+    t.alloc(kept)
+    t.add("segment_alloc", SEG + 128 * MiB, 40 * MiB)
+    temp = {"address": SEG + 128 * MiB, "size": 40 * MiB, "frames": py_stack(LOSS, MAIN)}
+    t.alloc(temp)
+    t.free(temp)
+    t.add("segment_free", SEG + 128 * MiB, 40 * MiB)
+    data = snapshot([seg1, seg2], [t])
+    doc = snapshot_json(write(tmp_path / "reserved.pickle", data))
+    reserved_end = seg1["total_size"] + seg2["total_size"]
+    sign = {"segment_alloc": 1, "segment_free": -1}
+    steps = [sign.get(e["action"], 0) * e["size"] for e in t.entries]
+    prefix = [sum(steps[: k + 1]) for k in range(len(steps))]
+    reserved_before = reserved_end - prefix[-1]
+    assert reserved_before == 2 * MiB  # the small segment was there before
+    trace = doc["trace"]
+    assert trace["cuda_malloc_calls"] == 2
+    assert trace["cuda_free_calls"] == 1
+    assert trace["peak_reserved_bytes"] == reserved_before + max(0, *prefix)
+    (device,) = doc["devices"]
+    assert device["reserved_before_trace_bytes"] == reserved_before
+    points = device["timeline"]
+    assert [p["reserved_bytes"] for p in points] == [reserved_before + p for p in prefix]
+    r = replay(t.entries)
+    before = active_at_end(data, 0) - r.net
+    assert [p["allocated_bytes"] for p in points] == [before + d for d in r.deltas]
+
+
+def test_peak_before_the_trace_began(tmp_path: Path) -> None:
+    """A trace that only frees: the peak is the bytes alive when it began."""
+    p1 = block(4 * MiB, "inactive")
+    p2 = block(6 * MiB)
+    data = snapshot([segment([p1, p2], SEG)], [Trace()])
+    data["device_traces"][0] = [
+        {"action": "free_requested", "addr": p1["address"], "size": p1["size"], "stream": 0},
+        {"action": "free_completed", "addr": p1["address"], "size": p1["size"], "stream": 0},
+    ]
+    doc = snapshot_json(write(tmp_path / "frees.pickle", data))
+    assert doc["trace"]["allocated_before_trace_bytes"] == 10 * MiB
+    assert doc["trace"]["trace_live_delta_peak_bytes"] == 0
+    assert doc["trace"]["peak_allocated_bytes"] == 10 * MiB
+    assert listed(doc["peak"]["by_site"]) == {BEFORE_TRACE: [10 * MiB, 0]}
+
+
+def call_sites_snapshot() -> dict[str, Any]:
+    """train.py:12 step keeps 4 MiB; model.py:30 forward (called from step) allocates and
+    frees 2 MiB three times; train.py:14 step keeps 1 MiB."""
+    kept = block(4 * MiB, frames=py_stack(STEP, MAIN))
+    small = block(1 * MiB, frames=py_stack(STEP_14, MAIN))
+    rest = block(3 * MiB, "inactive")
+    seg = segment([kept, small, rest], SEG)
+    t = Trace()
+    t.alloc(kept)
+    for _ in range(3):
+        temp = {
+            "address": rest["address"],
+            "size": 2 * MiB,
+            "frames": py_stack(FORWARD, STEP, MAIN),
+        }
+        t.alloc(temp)
+        t.free(temp)
+    t.alloc(small)
+    return snapshot([seg], [t])
+
+
+@pytest.mark.parametrize("frames", [1, 2])
+def test_call_sites_are_the_first_user_frames(tmp_path: Path, frames: int) -> None:
+    """Torch internals, native frames and site-packages are skipped; ``--frames 2`` adds
+    the caller. Never-freed, churn, alive-at-peak and alive-now are by those sites."""
+    data = call_sites_snapshot()
+    doc = snapshot_json(write(tmp_path / "sites.pickle", data), "--frames", str(frames))
+    if frames == 1:
+        assert listed(doc["never_freed"]) == {
+            "/home/u/train.py:12 step": [4 * MiB, 1],
+            "/home/u/train.py:14 step": [1 * MiB, 1],
+        }
+        assert listed(doc["churn"]) == {"/home/u/model.py:30 forward": [6 * MiB, 3]}
+    else:
+        assert listed(doc["never_freed"]) == {
+            "/home/u/train.py:12 step < /home/u/main.py:40 main": [4 * MiB, 1],
+            "/home/u/train.py:14 step < /home/u/main.py:40 main": [1 * MiB, 1],
+        }
+        assert listed(doc["churn"]) == {
+            "/home/u/model.py:30 forward < /home/u/train.py:12 step": [6 * MiB, 3]
+        }
+    r = replay(data["device_traces"][0])
+    assert listed(doc["never_freed"]) == by_user_site(((f, s) for s, f in r.live.values()), frames)
+    assert listed(doc["churn"]) == by_user_site(r.churn, frames)
+    assert listed(doc["peak"]["by_site"]) == by_user_site(
+        ((f, s) for s, f in r.live_at_peak.values()), frames
+    )
+    alive = [(b["frames"], b["size"]) for b in data["segments"][0]["blocks"] if b["frames"]]
+    assert listed(doc["now"]["by_site"]) == by_user_site(alive, frames)
+    for rows in (doc["never_freed"], doc["churn"], doc["now"]["by_site"]):
+        assert [r["bytes"] for r in rows] == sorted((r["bytes"] for r in rows), reverse=True)
+
+
+def test_top_sums_the_rest_in_one_row(tmp_path: Path) -> None:
+    """``--top 1``: one site, then one row for the others; no byte is lost."""
+    data = call_sites_snapshot()
+    path = write(tmp_path / "sites.pickle", data)
+    full, top = snapshot_json(path), snapshot_json(path, "--top", "1")
+    for key in ("never_freed", "churn"):
+        assert len(full[key]) >= 1
+        assert top[key][0] == full[key][0]
+        assert len(top[key]) == min(len(full[key]), 2)
+        assert sum(r["bytes"] for r in top[key]) == sum(r["bytes"] for r in full[key])
+        assert sum(r["count"] for r in top[key]) == sum(r["count"] for r in full[key])
+
+
+def oldest_layout() -> list[Segment]:
+    """The layout of torch 1.13's ``_snapshot()``: a bare list of segments, each block's
+    stack and requested size in ``history[0]`` (``real_size``), Python frames only, no
+    ``requested_size`` anywhere."""
+
+    def old_block(size: int, real_size: int, frames: list[Frame]) -> Block:
+        return {
+            "size": size,
+            "state": "active_allocated",
+            "history": [{"addr": 0, "real_size": real_size, "frames": frames}],
+        }
+
+    step = [STEP, MAIN]
+    forward = [frame("forward", f"{TORCH_PY}/nn/modules/linear.py", 114), FORWARD, STEP, MAIN]
+    large = [
+        old_block(20 * MiB, 20 * MiB - 3000, step),
+        {"size": 4 * MiB, "state": "inactive"},
+        old_block(8 * MiB, 8 * MiB - 512, forward),
+    ]
+    small = [
+        old_block(512, 100, forward),
+        {"size": 2 * MiB - 512, "state": "inactive"},
+    ]
+    out = []
+    for address, blocks, kind in ((SEG, large, "large"), (SEG + 64 * MiB, small, "small")):
+        out.append(
+            {
+                "device": 0,
+                "address": address,
+                "total_size": sum(b["size"] for b in blocks),
+                "allocated_size": sum(b["size"] for b in blocks if b["state"] != "inactive"),
+                "active_size": sum(b["size"] for b in blocks if b["state"] != "inactive"),
+                "stream": 0,
+                "segment_type": kind,
+                "blocks": blocks,
+            }
+        )
+    return out
+
+
+def test_oldest_layout(tmp_path: Path) -> None:
+    data = oldest_layout()
+    doc = snapshot_json(write(tmp_path / "old.pickle", data))
+    blocks = [b for s in data for b in s["blocks"]]
+    allocated = [b for b in blocks if b["state"] == "active_allocated"]
+    stats = doc["stats"]
+    assert stats["segments"] == 2
+    assert stats["reserved_bytes"] == sum(s["total_size"] for s in data)
+    assert stats["allocated_bytes"] == sum(b["size"] for b in allocated)
+    assert stats["requested_bytes"] == sum(b["history"][0]["real_size"] for b in allocated)
+    assert stats["block_counts"] == dict(Counter(b["state"] for b in blocks))
+    assert doc["trace"] is None
+    assert listed(doc["now"]["by_site"]) == by_user_site(
+        (block_frames(b), b["size"]) for b in allocated
+    )
+    assert doc["fragmentation"]["rounding_loss_bytes"] == sum(
+        b["size"] - b["history"][0]["real_size"] for b in allocated
+    )
+
+
+@pytest.mark.parametrize("traces", ["absent", "empty"])
+def test_a_snapshot_without_a_trace(tmp_path: Path, traces: str) -> None:
+    """No ``device_traces`` (or empty ones): the state at the dump is reported, the trace
+    parts are null, and the text says no trace was recorded."""
+    data, _ = oom_snapshot()
+    if traces == "absent":
+        del data["device_traces"]
+    else:
+        data["device_traces"] = [[]]
+    path = write(tmp_path / "notrace.pickle", data)
+    doc = snapshot_json(path)
+    assert doc["trace"] is None
+    assert doc["peak"] is None
+    assert doc["devices"] == []
+    assert doc["stats"]["segments"] == 1
+    assert doc["now"]["bytes"] == active_at_end(data, 0)
+    text = snapshot_text(path)
+    assert re.search(r"\bno (allocator )?trace\b", text, re.IGNORECASE), text
+
+
+def fragmented_snapshot() -> dict[str, Any]:
+    """Two large segments and a small one with free blocks in known places; two adjacent
+    inactive blocks in the first make one free span of 4 MiB."""
+    a = py_stack(STEP, MAIN)
+    large1 = segment(
+        [
+            block(2 * MiB, frames=a, requested=2 * MiB - 4000),
+            block(1 * MiB, "inactive"),
+            block(3 * MiB, "inactive"),
+            block(2 * MiB, frames=a),
+            block(2 * MiB, "inactive"),
+        ],
+        SEG,
+    )
+    large2 = segment(
+        [
+            block(3 * MiB // 2, "inactive"),
+            block(4 * MiB, frames=a),
+            block(5 * MiB // 2, "inactive"),
+        ],
+        SEG + 32 * MiB,
+    )
+    small = segment(
+        [block(512 * KiB, "inactive"), block(512 * KiB, frames=a), block(1 * MiB, "inactive")],
+        SEG + 64 * MiB,
+        segment_type="small",
+    )
+    return snapshot([large1, large2, small])
+
+
+def test_fragmentation_requests(tmp_path: Path) -> None:
+    """Whether a request fits: large-pool free spans serve requests over 1 MiB, small-pool
+    ones the rest; a span serves a request when it is at least as large."""
+    data = fragmented_snapshot()
+    doc = snapshot_json(
+        write(tmp_path / "frag.pickle", data), "--request", "3MiB", "--request", "512KiB"
+    )
+    frag = doc["fragmentation"]
+    requests = {r["request_bytes"]: r for r in frag["requests"]}
+    assert {3 * MiB, 512 * KiB} <= set(requests)
+    runs = {
+        kind: [r for s in data["segments"] if s["segment_type"] == kind for r in free_runs(s)]
+        for kind in ("large", "small")
+    }
+    assert sorted(runs["large"]) == [3 * MiB // 2, 2 * MiB, 5 * MiB // 2, 4 * MiB]
+    for size, fit in requests.items():
+        pool = runs["large" if size > 1 * MiB else "small"]
+        usable = sum(r for r in pool if r >= size)
+        assert fit["usable_free_bytes"] == usable, size
+        assert fit["unusable_free_bytes"] == sum(pool) - usable, size
+        assert fit["fits_without_cuda_malloc"] == (usable > 0), size
+    assert requests[3 * MiB]["usable_free_bytes"] == 4 * MiB
+    assert requests[3 * MiB]["unusable_free_bytes"] == 6 * MiB
+    all_runs = runs["large"] + runs["small"]
+    assert frag["free_bytes"] == sum(all_runs)
+    assert frag["largest_free_block_bytes"] == max(all_runs)
+    assert frag["rounding_loss_bytes"] == 4000
+    largest_each = sum(max(free_runs(s)) for s in data["segments"])
+    assert frag["fragmented_percent"] == pytest.approx(
+        100 * (sum(all_runs) - largest_each) / sum(all_runs)
+    )
+
+
+def test_diff_names_the_site_that_grew(tmp_path: Path) -> None:
+    """B holds 8 MiB more from model.py forward than A, and 1 MiB from a new site; the
+    rest is the same. The diff is of the blocks alive at each dump, by user site."""
+
+    def state(forward_mib: int, extra: bool) -> dict[str, Any]:
+        blocks = [
+            block(4 * MiB, frames=py_stack(STEP, MAIN)),
+            block(forward_mib * MiB, frames=py_stack(FORWARD, STEP, MAIN)),
+        ]
+        if extra:
+            blocks.append(block(1 * MiB, frames=py_stack(LOSS, MAIN)))
+        blocks.append(block(2 * MiB, "inactive"))
+        return snapshot([segment(blocks, SEG)])
+
+    a_data, b_data = state(2, False), state(10, True)
+    a = write(tmp_path / "a.pickle", a_data)
+    b = write(tmp_path / "b.pickle", b_data)
+    out = gpuscope_cli("snapshot", a, "--diff", b, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+
+    def alive(data: dict[str, Any]) -> dict[str, list[int]]:
+        return by_user_site(
+            (b["frames"], b["size"])
+            for s in data["segments"]
+            for b in s["blocks"]
+            if b["state"] != "inactive"
+        )
+
+    before, after = alive(a_data), alive(b_data)
+    deltas = {
+        s: after.get(s, [0, 0])[0] - before.get(s, [0, 0])[0] for s in set(before) | set(after)
+    }
+    grew = max(deltas, key=lambda s: deltas[s])
+    assert grew == site(FORWARD)  # the builder's intent
+    first = doc["changed"][0]
+    assert first["site"] == grew
+    assert first["delta_bytes"] == deltas[grew] == 8 * MiB
+    assert first["before_bytes"] == before[grew][0]
+    assert first["after_bytes"] == after[grew][0]
+    changed = {c["site"]: c["delta_bytes"] for c in doc["changed"]}
+    assert changed == {s: d for s, d in deltas.items() if d != 0}
+    assert doc["unchanged_sites"] == sum(1 for d in deltas.values() if d == 0)
+    text = gpuscope_cli("snapshot", a, "--diff", b)
+    assert text.returncode == 0, text.stderr
+    assert all(len(line) <= 80 for line in text.stdout.splitlines())
+
+
+# ------------------------------------------------------------------------------- text
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_text_fits_80_columns(name: str) -> None:
+    """Printed to a pipe, every line of the report fits an 80-column terminal."""
+    text = snapshot_text(SNAPSHOTS / name)
+    wide = [line for line in text.splitlines() if len(line) > 80]
+    assert wide == [], wide[:5]
+    assert str(SNAPSHOTS / name) in text or name in text
+
+
+def test_text_with_long_paths_fits_80_columns(tmp_path: Path) -> None:
+    deep = frame("step", "/home/u/" + "very_long_directory_name/" * 6 + "train.py", 12)
+    data = call_sites_snapshot()
+    for e in data["device_traces"][0]:
+        e["frames"] = py_stack(deep, MAIN)
+    write(tmp_path / "long.pickle", data)
+    # run where the file is, so the heading's path is short: only the sites are long
+    out = gpuscope_cli("snapshot", "long.pickle", "--frames", "2", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "…" in text, "some site was long enough to be cut"
+    wide = [line for line in text.splitlines() if len(line) > 80]
+    assert wide == [], wide[:5]
+
+
+# ------------------------------------------------------------------------- real CUDA
+
+
+def test_snapshot_dumped_by_gpuscope_on_a_gpu(tmp_path: Path) -> None:
+    """gpuscope's own dump (``gpuscope.memory.snapshots``) read back: its stats are the
+    allocator's, as torch reports them."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA: torch.cuda.memory._snapshot() has no CPU allocator to dump")
+    from gpuscope.memory.snapshots import dump_snapshot, start_history
+
+    assert start_history()
+    kept = [torch.empty(n * MiB, dtype=torch.uint8, device="cuda") for n in (1, 3, 7)]
+    torch.cuda.synchronize()
+    path = tmp_path / "gpu.pickle"
+    assert dump_snapshot(path)
+    doc = gpuscope.analyze_snapshot(path)
+    assert doc["stats"]["reserved_bytes"] == torch.cuda.memory_reserved()
+    assert doc["stats"]["allocated_bytes"] == torch.cuda.memory_allocated()
+    assert doc["trace"] is not None
+    assert doc["trace"]["actions"].get("alloc", 0) >= len(kept)

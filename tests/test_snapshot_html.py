@@ -1,0 +1,382 @@
+"""`gpuscope snapshot --format html` rendered by headless Chromium with networking off.
+
+The inputs are the real snapshots in ``../shared/data/snapshots`` (recorded on GPUs) and a
+synthetic one whose call site is hostile HTML. What the page must draw is taken from the
+snapshot itself (read with the standard library's ``pickle``) and from the JSON report
+of the same input (``--format json``), never from the HTML; the page is read back from
+the DOM Chromium dumps after rendering, parsed with the standard library's
+``html.parser``, and from Chromium's screenshot, read with Pillow.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+import pickle
+import re
+import time
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _chromium import CSS_URL, EXTERNAL, FETCHING_ATTRIBUTES, VOID, dump_dom, points, screenshot
+from _helpers import SHARED_DATA, gpuscope_cli
+from PIL import Image
+
+SNAPSHOTS = SHARED_DATA / "snapshots"
+REFERENCE = SNAPSHOTS / "reference.json"
+WINDOW = (1200, 2400)
+BLOCK_STATES = {"active_allocated", "active_pending_free", "inactive"}
+MiB = 1 << 20
+
+# The issue's bounds for the largest shared snapshot.
+MAX_PAGE_BYTES = 10_000_000
+MAX_RENDER_SECONDS = 3.0
+
+
+def real_names() -> list[Any]:
+    if not REFERENCE.is_file():
+        reason = f"shared data absent: {REFERENCE} (expected at <repo>/../shared/data)"
+        return [pytest.param(None, marks=pytest.mark.skip(reason=reason))]
+    return sorted(json.loads(REFERENCE.read_text()))
+
+
+REAL = real_names()
+
+
+def largest_snapshot() -> str:
+    names: list[str] = sorted(json.loads(REFERENCE.read_text()))
+    return max(names, key=lambda n: (SNAPSHOTS / n).stat().st_size)
+
+
+# ------------------------------------------------------------------------ page model
+
+
+@dataclass
+class MapRow:
+    """One row of the segment map: its label (``<size> @ <address>``) and its blocks."""
+
+    label: str
+    blocks: list[tuple[str, float]] = field(default_factory=list)  # (data-state, width)
+
+
+class PageParser(HTMLParser):
+    """Every element with its attributes; the stacked chart's series; the segment map's
+    rows; the text of table cells and of <style>."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, list[tuple[str, str | None]]]] = []
+        self.series: list[tuple[str, str]] = []  # (data-series, d) of path.series
+        self.maps = 0
+        self.rows: list[MapRow] = []
+        self.cells: list[str] = []
+        self.styles: list[str] = []
+        self._stack: list[str] = []
+        self._map_depth: int | None = None
+        self._capture: str | None = None
+        self._text: list[str] = []
+
+    @property
+    def in_map(self) -> bool:
+        return self._map_depth is not None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, attrs))
+        a = {k: v or "" for k, v in attrs}
+        classes = a.get("class", "").split()
+        if tag in VOID:
+            return
+        self._stack.append(tag)
+        if tag == "svg" and "segment-map" in classes:
+            self.maps += 1
+            self._map_depth = len(self._stack)
+        elif tag == "path" and "series" in classes:
+            self.series.append((a.get("data-series", ""), a.get("d", "")))
+        elif tag == "rect" and "block" in classes:
+            assert self.in_map and self.rows, "a block outside a segment map row"
+            self.rows[-1].blocks.append((a.get("data-state", ""), float(a.get("width", "nan"))))
+        elif tag in ("td", "style") or (tag == "text" and self.in_map):
+            self._capture, self._text = tag, []
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.handle_endtag(tag)
+
+    def handle_data(self, data: str) -> None:
+        if self._capture is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == self._capture:
+            content = "".join(self._text)
+            if tag == "td":
+                self.cells.append(content)
+            elif tag == "style":
+                self.styles.append(content)
+            elif tag == "text":
+                self.rows.append(MapRow(content))
+            self._capture = None
+        if tag in self._stack:
+            while self._stack and self._stack.pop() != tag:
+                pass
+        if self._map_depth is not None and len(self._stack) < self._map_depth:
+            self._map_depth = None
+
+
+def parse(source: str) -> PageParser:
+    parser = PageParser()
+    parser.feed(source)
+    parser.close()
+    return parser
+
+
+def short_site(site: str) -> str:
+    """How the chart's legend names a site (snapshot_html.rs ``short_site``): each
+    frame of ``file:line function < caller…`` without its directories."""
+    return " < ".join(part.rsplit("/", 1)[-1] for part in site.split(" < "))
+
+
+def merged_runs(seg: dict[str, Any]) -> list[tuple[str, int]]:
+    """A segment's blocks in address order, adjacent blocks of one state merged."""
+    runs: list[tuple[str, int]] = []
+    for b in seg["blocks"]:
+        if runs and runs[-1][0] == b["state"]:
+            runs[-1] = (b["state"], runs[-1][1] + b["size"])
+        else:
+            runs.append((b["state"], b["size"]))
+    return runs
+
+
+# -------------------------------------------------------------------------- fixtures
+
+
+def snapshot_json(path: Path) -> dict[str, Any]:
+    out = gpuscope_cli("snapshot", path, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc: dict[str, Any] = json.loads(out.stdout)
+    return doc
+
+
+def snapshot_html(path: Path, out_file: Path) -> str:
+    out = gpuscope_cli("snapshot", path, "--format", "html", "-o", out_file)
+    assert out.returncode == 0, out.stderr
+    assert "panicked" not in out.stderr
+    assert out.stdout == "", "with -o the page goes to the file only"
+    return out_file.read_text(encoding="utf-8")
+
+
+@dataclass
+class Page:
+    input: Path
+    file: Path
+    html: str
+    doc: dict[str, Any]
+    data: Any
+    dom: str
+    dump_seconds: float
+    screenshot: Path
+
+
+@pytest.fixture(scope="module")
+def pages(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Page]:
+    """Each real snapshot's page: written, dumped by Chromium (timed) and photographed."""
+    work = tmp_path_factory.mktemp("snapshot_pages")
+    out: dict[str, Page] = {}
+    for name in json.loads(REFERENCE.read_text()):
+        path = SNAPSHOTS / name
+        html_file = work / f"{Path(name).stem}.html"
+        source = snapshot_html(path, html_file)
+        with path.open("rb") as f:
+            data = pickle.load(f)
+        start = time.perf_counter()
+        dom = dump_dom(chromium, html_file)
+        seconds = time.perf_counter() - start
+        out[name] = Page(
+            input=path,
+            file=html_file,
+            html=source,
+            doc=snapshot_json(path),
+            data=data,
+            dom=dom,
+            dump_seconds=seconds,
+            screenshot=screenshot(chromium, html_file, WINDOW),
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+def test_largest_page_is_under_10_mb(pages: dict[str, Page]) -> None:
+    page = pages[largest_snapshot()]
+    assert page.file.stat().st_size < MAX_PAGE_BYTES
+
+
+def test_largest_page_renders_within_3_s(
+    chromium: str, pages: dict[str, Page], tmp_path: Path
+) -> None:
+    """The page's DOM dump, timed around the whole ``dump_dom`` call, less what the same
+    call takes on an empty page: Chromium's own start and exit (a new profile, a network
+    namespace), which is most of it here — about 0.9 s for an empty page against 0.8 to
+    1.4 s for the largest snapshot's on this 2-core machine. That start-up is the only
+    allowance beyond the issue's 3 s."""
+    page = pages[largest_snapshot()]
+    empty = tmp_path / "empty.html"
+    empty.write_text("<!doctype html><html><body><p>x</p></body></html>")
+    start = time.perf_counter()
+    dump_dom(chromium, empty)
+    startup = time.perf_counter() - start
+    assert page.dump_seconds - startup < MAX_RENDER_SECONDS, (page.dump_seconds, startup)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_page_is_self_contained(pages: dict[str, Page], name: str) -> None:
+    """No script, nothing fetched: no element that loads something, no attribute
+    pointing elsewhere, no CSS url() or @import, no http(s) URL anywhere."""
+    for source in (pages[name].html, pages[name].dom):
+        page = parse(source)
+        tags = [tag for tag, _ in page.elements]
+        for tag in ("script", "link", "img", "iframe", "object", "embed", "audio", "video"):
+            assert tag not in tags, f"<{tag}> in a page that should need nothing else"
+        for tag, attrs in page.elements:
+            for key, value in attrs:
+                value = value or ""
+                assert not key.startswith("on"), (tag, key)
+                if key in FETCHING_ATTRIBUTES:
+                    assert not EXTERNAL.match(value), (tag, key, value)
+                    assert not value.lower().startswith(("http:", "https:")), (tag, key, value)
+                assert [m.group(0) for m in CSS_URL.finditer(value)] == [], (tag, key)
+        for css in page.styles:
+            assert [m.group(0) for m in CSS_URL.finditer(css)] == []
+        urls = re.findall(r"https?://[^\s\"'<>)]+", source)
+        assert urls == [], urls
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_stacked_chart_has_an_area_per_series(pages: dict[str, Page], name: str) -> None:
+    """One ``path.series`` per series of the JSON's ``stacked.series``, in order, named by
+    the site's short form, each an area over every moment of ``stacked.x``."""
+    page = pages[name]
+    stacked = page.doc["stacked"]
+    assert stacked is not None and len(stacked["series"]) >= 2
+    dom = parse(page.dom)
+    assert [n for n, _ in dom.series] == [short_site(s["site"]) for s in stacked["series"]]
+    for (series, d), data in zip(dom.series, stacked["series"], strict=True):
+        assert len(data["bytes"]) == len(stacked["x"])
+        # the top edge, one point per moment, then back along the area below
+        assert len(points(d)) >= 2 * len(stacked["x"]), series
+        assert not re.search(r"nan|inf", d, re.IGNORECASE), series
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_segment_map_draws_the_largest_segments_block_by_block(
+    pages: dict[str, Page], name: str
+) -> None:
+    """``svg.segment-map``: a row per segment, labelled with its address; its
+    ``rect.block``s are the segment's blocks (adjacent ones of one state merged) in
+    address order, as wide as their share of the segment; the rows are the largest
+    segments of the snapshot."""
+    page = pages[name]
+    segments = page.data["segments"]
+    by_address = {s["address"]: s for s in segments}
+    dom = parse(page.dom)
+    assert dom.maps == 1
+    assert dom.rows, "an empty segment map"
+    listed: set[int] = set()
+    for row in dom.rows:
+        match = re.search(r"@ 0x([0-9a-f]+)$", row.label)
+        assert match, row.label
+        address = int(match.group(1), 16)
+        seg = by_address[address]
+        listed.add(address)
+        runs = merged_runs(seg)
+        assert [state for state, _ in row.blocks] == [state for state, _ in runs], row.label
+        assert {state for state, _ in row.blocks} <= BLOCK_STATES
+        drawn = sum(w for _, w in row.blocks)
+        for (_, width), (_, size) in zip(row.blocks, runs, strict=True):
+            assert width == pytest.approx(size / seg["total_size"] * drawn, abs=0.02)
+    assert len(listed) == len(dom.rows), "a segment drawn twice"
+    smallest_listed = min(by_address[a]["total_size"] for a in listed)
+    unlisted = [s["total_size"] for s in segments if s["address"] not in listed]
+    assert all(size <= smallest_listed for size in unlisted)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_screenshot_is_not_blank(pages: dict[str, Page], name: str) -> None:
+    with Image.open(pages[name].screenshot) as image:
+        rgb = image.convert("RGB")
+    total = rgb.size[0] * rgb.size[1]
+    colours = rgb.getcolors(maxcolors=total)
+    assert colours is not None
+    background_count, background = max(colours)
+    other = total - background_count
+    assert other / total > 0.05, f"{other / total:.1%} of pixels differ from {background}"
+
+
+# ------------------------------------------------------------------- hostile names
+
+HOSTILE_DIR = "/home/u/<script>alert(1)</script>"
+HOSTILE_FUNCTION = 'run"&<i>'
+
+
+def hostile_snapshot() -> dict[str, Any]:
+    """A user frame in a directory named ``<script>alert(1)</script>``, in a function
+    named with a quote, an ampersand and a tag: 6 MiB kept, 2 MiB churned, and an
+    out-of-memory event at the same site."""
+    frames = [
+        {"name": "torch::unwind::unwind()", "filename": "??", "line": 0},
+        {"name": HOSTILE_FUNCTION, "filename": f"{HOSTILE_DIR}/x.py", "line": 7},
+        {"name": "_start", "filename": "??", "line": 0},
+    ]
+    base = 0x7F00_0000_0000
+    kept: dict[str, Any] = {"address": base, "size": 6 * MiB, "state": "active_allocated"}
+    free: dict[str, Any] = {"address": base + 6 * MiB, "size": 2 * MiB, "state": "inactive"}
+    kept |= {"requested_size": 6 * MiB, "frames": frames}
+    free |= {"requested_size": 0, "frames": []}
+    segment: dict[str, Any] = {"device": 0, "address": base, "total_size": 8 * MiB, "stream": 0}
+    segment |= {"allocated_size": 6 * MiB, "active_size": 6 * MiB, "requested_size": 6 * MiB}
+    segment |= {"segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False}
+    segment |= {"frames": [], "blocks": [kept, free]}
+    events = [
+        ("alloc", base, 6 * MiB),
+        ("alloc", base + 6 * MiB, 2 * MiB),
+        ("free_requested", base + 6 * MiB, 2 * MiB),
+        ("free_completed", base + 6 * MiB, 2 * MiB),
+    ]
+    trace: list[dict[str, Any]] = []
+    for k, (action, addr, size) in enumerate(events):
+        trace.append({"action": action, "addr": addr, "size": size, "stream": 0})
+        trace[-1] |= {"frames": frames, "time_us": 1_748_730_000_000_000 + 1000 * k}
+    trace.append({"action": "oom", "device_free": 0, "size": 4 * MiB, "stream": 0})
+    trace[-1] |= {"frames": frames, "time_us": 1_748_730_000_010_000}
+    return {"segments": [segment], "device_traces": [trace]}
+
+
+def test_hostile_names_are_text(chromium: str, tmp_path: Path) -> None:
+    """The site is escaped wherever it is written: table cells (text), the chart's
+    ``data-series`` (an attribute) and the legend; no element comes out of it."""
+    path = tmp_path / "hostile.pickle"
+    path.write_bytes(pickle.dumps(hostile_snapshot(), protocol=4))
+    doc = snapshot_json(path)
+    site = f"{HOSTILE_DIR}/x.py:7 {HOSTILE_FUNCTION}"
+    assert site in {s["site"] for s in doc["now"]["by_site"]}, "the site the page must show"
+    html_file = tmp_path / "hostile.html"
+    source = snapshot_html(path, html_file)
+    dom_text = dump_dom(chromium, html_file)
+    assert "<script" not in source
+    escaped = html_lib.escape(site, quote=False)
+    for text in (source, dom_text):
+        page = parse(text)
+        tags = [tag for tag, _ in page.elements]
+        assert "script" not in tags
+        assert "i" not in tags
+        assert escaped in text
+        assert site not in text
+        assert site in page.cells
+        assert short_site(site) in [n for n, _ in page.series]
+        # the page went on after the name: the segment map is still there
+        assert page.maps == 1
