@@ -30,7 +30,7 @@ build: setup ## build the engine, the CLI and the Python package (release)
 
 demo: build ## train a tiny model on CPU twice (clean, leaking), read what gpuscope recorded, analyse a real trace and a real allocator snapshot
 	rm -rf $(DEMO_DIR)
-	$(PY) examples/tiny_train.py --profile_dir $(DEMO_DIR)/clean
+	$(PY) examples/tiny_train.py --profile_dir $(DEMO_DIR)/clean --profiling.wait 100 --profiling.active 3
 	$(PY) examples/tiny_train.py --profile_dir $(DEMO_DIR)/leak --leak
 	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/clean/tensorboard --tags
 	@echo

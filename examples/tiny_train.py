@@ -4,7 +4,9 @@ Trains a small MLP on synthetic data with a loss whose components switch on in p
 seed 001's trainer does), records where memory goes every 25 iterations with
 ``gpuscope.MemoryProfiler``, and logs a few extras through ``gpuscope.EventWriter``.
 ``--leak`` keeps every output with its autograd graph alive — the classic leak — so the
-records show activations growing. It writes into ``$GPUSCOPE_RUN_DIR`` (default
+records show activations growing. ``--profiling.<key> VALUE`` switches (seed 004's, e.g.
+``--profiling.wait 50 --profiling.active 3``) run torch.profiler on that schedule, one step
+per iteration, and print gpuscope's summary of each trace. It writes into ``$GPUSCOPE_RUN_DIR`` (default
 ``runs/tiny``); ``make demo`` runs it twice and reads the results back.
 """
 
@@ -26,7 +28,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--leak", action="store_true", help="keep outputs and their graphs")
     gpuscope.add_argparse_flags(parser)
-    args = parser.parse_args()
+    args, rest = parser.parse_known_args()
+    profiling = gpuscope.ProfilingConfig.from_args(rest)
+    unknown = [a for a in rest if not a.startswith("--profiling.")]
+    if unknown and not profiling.enabled:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     run_dir = Path(args.profile_dir or os.environ.get("GPUSCOPE_RUN_DIR", "runs/tiny"))
 
     torch.manual_seed(0)
@@ -37,7 +43,11 @@ def main() -> None:
     kept: list[torch.Tensor] = []
 
     scope = gpuscope.MemoryProfiler(run_dir, model=model, optimizer=optimizer, every=25)
-    with scope, gpuscope.EventWriter(run_dir / "tensorboard") as tb:
+    with (
+        scope,
+        gpuscope.EventWriter(run_dir / "tensorboard") as tb,
+        gpuscope.profile(run_dir, profiling) as prof,
+    ):
         tb.add_text("run", f"tiny MLP, {ITERATIONS} iterations, Adam lr=1e-2, leak={args.leak}")
         for it in range(ITERATIONS):
             batch = torch.randint(0, len(x), (64,))
@@ -56,6 +66,7 @@ def main() -> None:
             if args.leak:
                 kept.append(model(x))  # the bug: an output and its whole graph, every step
             scope.step(it, losses=parts)
+            prof.step()
         tb.add_histogram("weights/first_layer", model[0].weight, ITERATIONS)
         scope.print_summary()
     print(f"wrote {run_dir}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from gpuscope import nvtx
 from gpuscope._native import (
     BadInputError,
     GpuscopeError,
@@ -23,6 +24,8 @@ from gpuscope._native import (
 from gpuscope._types import EventData, EventFileInfo, TagSeries
 from gpuscope.events import EventWriter, read_events
 from gpuscope.flags import add_argparse_flags
+from gpuscope.nvtx import capture
+from gpuscope.profiling import ProfileSession, ProfilingConfig, profile
 
 if TYPE_CHECKING:
     from gpuscope.memory import MemoryProfiler, Schedule
@@ -52,12 +55,17 @@ __all__ = [
     "EventWriter",
     "GpuscopeError",
     "MemoryProfiler",
+    "ProfileSession",
+    "ProfilingConfig",
     "Schedule",
     "TagSeries",
     "WriterError",
     "__version__",
     "add_argparse_flags",
     "analyze_snapshot",
+    "capture",
+    "nvtx",
     "oom_guard",
+    "profile",
     "read_events",
 ]

@@ -18,11 +18,13 @@ __all__ = [
     "WriterError",
     "__version__",
     "analyze_snapshot",
+    "analyze_trace",
     "heap_in_use",
     "instances_of",
     "read_events",
     "run_cli",
     "state_fingerprint",
+    "summarize_trace",
     "tensors_fingerprint",
 ]
 __version__: str
@@ -137,6 +139,17 @@ def read_events(
     """
 
 def run_cli(argv: list[str]) -> int: ...
+def summarize_trace(
+    path: str | PathLike[str],
+    html: str | PathLike[str] | None = None,
+    width: int = 100,
+) -> str:
+    """A few lines on each rank of the trace(s) at ``path`` (a file or a directory of
+    ranks); with ``html``, also writes the ``gpuscope trace --format html`` page there."""
+
+def analyze_trace(path: str | PathLike[str]) -> dict[str, Any]:
+    """The ``gpuscope trace --format json`` document of the trace(s) at ``path``."""
+
 def analyze_snapshot(
     source: str | PathLike[str] | bytes,
     frames: int = 1,

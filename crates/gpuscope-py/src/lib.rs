@@ -8,6 +8,7 @@ mod heap;
 mod runlog;
 mod snapshot;
 mod tfevents;
+mod trace;
 mod writers;
 
 use pyo3::prelude::*;
@@ -20,6 +21,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tfevents::register(m)?;
     runlog::register(m)?;
     snapshot::register(m)?;
+    trace::register(m)?;
     heap::register(m)?;
     fingerprint::register(m)?;
     cli::register(m)?;

@@ -11,6 +11,7 @@ use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::operators::OperatorStats;
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
+use crate::analysis::trace::steps::CATEGORIES;
 
 /// JSON schema name and version of [`json`]'s output.
 pub const SCHEMA: &str = "gpuscope.trace/1";
@@ -147,6 +148,81 @@ pub fn ranks_text(c: &RankComparison, width: u16, out: &mut dyn Write) -> io::Re
         )?;
     }
     writeln!(out)
+}
+
+/// Operators and gaps named in [`summary`].
+const SUMMARY_ITEMS: usize = 3;
+
+/// A few lines on one rank for a training log: GPU idle, the mean step's split and
+/// verdicts, the top operators by self time, the largest gap. `gpuscope trace` has the rest.
+pub fn summary(r: &RankReport, width: u16, out: &mut dyn Write) -> io::Result<()> {
+    let name = r.path.file_name().map_or_else(
+        || r.path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let gpu = match &r.temporal {
+        Some(t) => format!(
+            "GPU busy {:.1} ms, idle {:.1} % of it",
+            t.kernel_time_us / 1000.0,
+            t.idle_time_percent
+        ),
+        None => "no GPU activity (CPU only)".to_owned(),
+    };
+    paragraph(
+        out,
+        &format!("gpuscope: {name}: {} events, {gpu}", r.events),
+        width,
+    )?;
+    if let Some(s) = &r.steps {
+        let split: Vec<String> = CATEGORIES
+            .iter()
+            .zip(&s.mean.breakdown_us)
+            .filter(|(_, &us)| us > 0.0 && s.mean.duration_us > 0.0)
+            .map(|(c, us)| format!("{c} {:.0} %", us * 100.0 / s.mean.duration_us))
+            .collect();
+        paragraph(
+            out,
+            &format!(
+                "  {} steps, mean {:.2} ms: {}",
+                s.steps.len(),
+                s.mean.duration_us / 1000.0,
+                split.join(", ")
+            ),
+            width,
+        )?;
+        for v in &s.verdicts {
+            paragraph(out, &format!("  {}: {}", v.kind, v.advice), width)?;
+        }
+    }
+    // Profiler step ranges are listed as operators, as key_averages lists them; here they
+    // would only repeat the step line.
+    let ops: Vec<String> = r
+        .operators
+        .by_self_time
+        .iter()
+        .filter(|o| !o.name.starts_with("ProfilerStep#"))
+        .take(SUMMARY_ITEMS)
+        .map(|o| format!("{} {:.2} ms", o.name, o.self_us / 1000.0))
+        .collect();
+    if !ops.is_empty() {
+        paragraph(
+            out,
+            &format!("  top CPU ops (self): {}", ops.join(", ")),
+            width,
+        )?;
+    }
+    if let Some(g) = r.largest_gaps.first() {
+        let during = g
+            .cpu
+            .first()
+            .map_or(String::new(), |c| format!(" while the CPU ran {}", c.name));
+        paragraph(
+            out,
+            &format!("  largest GPU gap {:.2} ms{during}", g.duration_us / 1000.0),
+            width,
+        )?;
+    }
+    Ok(())
 }
 
 /// The text report in `width` columns.
