@@ -223,17 +223,24 @@ class ProfileSession:
             )
             self._profiler.__enter__()
         except Exception as e:  # noqa: BLE001 — profiling must never stop training
+            self._profiler = None
             self._fail("could not start torch.profiler", e)
         return self
 
     def step(self) -> None:
         """Ends one step of the schedule: call it once per epoch or per iteration."""
-        if self._profiler is None or self._failed:
+        if self._profiler is None:
+            return
+        if self._failed:
+            # A trace could not be saved: stop torch's profiler rather than leave it
+            # recording (a profiler left running crashes the interpreter at exit).
+            self._stop()
             return
         try:
             self._profiler.step()
         except Exception as e:  # noqa: BLE001 — profiling must never stop training
             self._fail("torch.profiler.step() failed", e)
+            self._stop()
 
     def __exit__(
         self,
@@ -241,16 +248,19 @@ class ProfileSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._profiler is None or self._failed:
-            return
+        if self._profiler is not None:
+            self._stop()
+
+    def _stop(self) -> None:
+        profiler, self._profiler = self._profiler, None
         try:
-            self._profiler.__exit__(exc_type, exc, tb)
+            profiler.__exit__(None, None, None)
         except Exception as e:  # noqa: BLE001 — profiling must never stop training
             self._fail("stopping torch.profiler failed", e)
-        finally:
-            self._profiler = None
 
     def _on_trace_ready(self, prof: Any) -> None:
+        if self._failed:
+            return
         try:
             path = self._next_path()
             path.parent.mkdir(parents=True, exist_ok=True)
