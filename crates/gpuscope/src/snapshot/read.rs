@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use crate::model::snapshot::{
     Action, Annotation, Block, BlockState, Segment, Snapshot, StackId, Stacks, TraceEntry, NO_STACK,
 };
-use crate::pickle::{self, Pickle, PickleError, SeqId, Value};
+use crate::pickle::{self, DictId, Pickle, PickleError, SeqId, StrId, Value};
 use crate::progress::Progress;
 use crate::{Error, Result};
 
@@ -50,8 +50,10 @@ fn decode<R: Read>(reader: R, path: &Path) -> Result<Snapshot> {
 pub fn from_pickle(p: &Pickle) -> std::result::Result<Snapshot, String> {
     let mut b = Builder {
         p,
+        k: Keys::of(p),
         stacks: Stacks::default(),
         by_list: FxHashMap::default(),
+        by_frame: FxHashMap::default(),
     };
     let root = p.root();
     let (segments, traces) = if let Some(segments) = p.as_seq(root) {
@@ -100,10 +102,10 @@ pub fn from_pickle(p: &Pickle) -> std::result::Result<Snapshot, String> {
         .unwrap_or(&[])
         .iter()
         .map(|&a| Annotation {
-            stage: b.text(a, "stage"),
-            name: b.text(a, "name"),
-            device: b.int(a, "device").unwrap_or(0).max(0) as u32,
-            time_us: b.int(a, "time_us"),
+            stage: b.text(a, b.k.stage),
+            name: b.text(a, b.k.name),
+            device: b.int(a, b.k.device).unwrap_or(0).max(0) as u32,
+            time_us: b.int(a, b.k.time_us),
         })
         .collect();
     let allocator_settings = p
@@ -125,29 +127,87 @@ pub fn from_pickle(p: &Pickle) -> std::result::Result<Snapshot, String> {
 /// Levels of nesting shown of an allocator setting's value.
 const PLAIN_DEPTH: usize = 4;
 
-/// Walks the pickle, interning stacks; the lists of frames torch shares between entries
+/// A key of torch's dicts: its id in the pickle's strings (`None` when no string of the
+/// pickle spells it, so no dict has it) and its text, for errors.
+type Key = (Option<StrId>, &'static str);
+
+/// The keys the reader looks up, resolved to string ids once: a snapshot has hundreds of
+/// thousands of dicts, and comparing ids is cheaper than hashing and comparing text.
+macro_rules! keys {
+    ($($name:ident),* $(,)?) => {
+        struct Keys {
+            $($name: Key,)*
+        }
+
+        impl Keys {
+            fn of(p: &Pickle) -> Keys {
+                Keys {
+                    $($name: (p.find_str(stringify!($name)), stringify!($name)),)*
+                }
+            }
+        }
+    };
+}
+
+keys!(
+    action,
+    active_size,
+    addr,
+    address,
+    allocated_size,
+    blocks,
+    device,
+    device_free,
+    filename,
+    frames,
+    history,
+    is_expandable,
+    line,
+    name,
+    real_size,
+    requested_size,
+    segment_pool_id,
+    segment_type,
+    size,
+    stage,
+    state,
+    stream,
+    time_us,
+    total_size,
+);
+
+/// Walks the pickle, interning stacks; the lists and frames torch shares between entries
 /// (through the pickle's memo) are converted once.
 struct Builder<'p> {
     p: &'p Pickle,
+    k: Keys,
     stacks: Stacks,
     by_list: FxHashMap<SeqId, StackId>,
+    by_frame: FxHashMap<DictId, u32>,
 }
 
 impl Builder<'_> {
-    fn int(&self, dict: Value, key: &str) -> Option<i64> {
-        self.p.as_int(self.p.get(dict, key)?)
+    /// `dict[key]`, comparing interned ids rather than text.
+    fn get(&self, dict: Value, key: Key) -> Option<Value> {
+        let id = Value::Str(key.0?);
+        let items = self.p.as_dict(dict)?;
+        items.iter().find(|(k, _)| *k == id).map(|&(_, v)| v)
     }
 
-    fn size(&self, dict: Value, key: &str) -> std::result::Result<u64, String> {
+    fn int(&self, dict: Value, key: Key) -> Option<i64> {
+        self.p.as_int(self.get(dict, key)?)
+    }
+
+    fn size(&self, dict: Value, key: Key) -> std::result::Result<u64, String> {
+        let name = key.1;
         let v = self
             .int(dict, key)
-            .ok_or_else(|| format!("no integer `{key}`"))?;
-        u64::try_from(v).map_err(|_| format!("negative `{key}` ({v})"))
+            .ok_or_else(|| format!("no integer `{name}`"))?;
+        u64::try_from(v).map_err(|_| format!("negative `{name}` ({v})"))
     }
 
-    fn text(&self, dict: Value, key: &str) -> String {
-        self.p
-            .get(dict, key)
+    fn text(&self, dict: Value, key: Key) -> String {
+        self.get(dict, key)
             .and_then(|v| self.p.as_str(v))
             .unwrap_or("")
             .to_owned()
@@ -197,24 +257,35 @@ impl Builder<'_> {
         if let Some(&stack) = self.by_list.get(&id) {
             return stack;
         }
-        let p = self.p;
-        let ids = p
+        let ids = self
+            .p
             .as_seq(list)
             .unwrap_or(&[])
             .iter()
-            .map(|&f| {
-                let name = p.get(f, "name").and_then(|v| p.as_str(v)).unwrap_or("??");
-                let file = p
-                    .get(f, "filename")
-                    .and_then(|v| p.as_str(v))
-                    .unwrap_or("??");
-                let line = self.int(f, "line").unwrap_or(0);
-                self.stacks.frame(name, file, line)
-            })
+            .map(|&f| self.frame(f))
             .collect();
         let stack = self.stacks.stack(ids);
         self.by_list.insert(id, stack);
         stack
+    }
+
+    /// The id of a `{name, filename, line}` frame; torch's pickles share each distinct
+    /// frame dict among all the stacks that hold it.
+    fn frame(&mut self, f: Value) -> u32 {
+        if let Value::Dict(id) = f {
+            if let Some(&frame) = self.by_frame.get(&id) {
+                return frame;
+            }
+        }
+        let p = self.p;
+        let text = |key| self.get(f, key).and_then(|v| p.as_str(v)).unwrap_or("??");
+        let (name, file) = (text(self.k.name), text(self.k.filename));
+        let line = self.int(f, self.k.line).unwrap_or(0);
+        let frame = self.stacks.frame(name, file, line);
+        if let Value::Dict(id) = f {
+            self.by_frame.insert(id, frame);
+        }
+        frame
     }
 
     fn segment(&mut self, s: Value) -> std::result::Result<Segment, String> {
@@ -222,16 +293,16 @@ impl Builder<'_> {
         if p.as_dict(s).is_none() {
             return Err(format!("of type {}, not a dict", s.type_name()));
         }
-        let blocks = p
-            .get(s, "blocks")
+        let blocks = self
+            .get(s, self.k.blocks)
             .and_then(|v| p.as_seq(v))
             .ok_or("no list of `blocks`")?
             .iter()
             .enumerate()
             .map(|(k, &b)| self.block(b).map_err(|e| format!("block {k}: {e}")))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let pool = p
-            .get(s, "segment_pool_id")
+        let pool = self
+            .get(s, self.k.segment_pool_id)
             .and_then(|v| p.as_seq(v))
             .map_or((0, 0), |ids| {
                 let id = |k: usize| ids.get(k).and_then(|&v| p.as_int(v)).unwrap_or(0);
@@ -243,29 +314,29 @@ impl Builder<'_> {
             blocks.iter().filter(|b| f(b)).map(size).sum::<u64>()
         };
         // Segments of the oldest layout lack the sums: they follow from the blocks.
-        let or_blocks = |key: &str, from_blocks: u64| {
+        let or_blocks = |key: Key, from_blocks: u64| {
             self.int(s, key)
                 .and_then(|v| u64::try_from(v).ok())
                 .unwrap_or(from_blocks)
         };
         Ok(Segment {
-            device: self.int(s, "device").unwrap_or(0).max(0) as u32,
-            address: self.int(s, "address").unwrap_or(0) as u64,
-            total_size: self.size(s, "total_size")?,
-            allocated_size: or_blocks("allocated_size", sum(&allocated, |b| b.size)),
-            active_size: or_blocks("active_size", sum(&active, |b| b.size)),
-            requested_size: or_blocks("requested_size", sum(&allocated, |b| b.requested_size)),
-            stream: self.int(s, "stream").unwrap_or(0),
-            segment_type: match self.text(s, "segment_type") {
+            device: self.int(s, self.k.device).unwrap_or(0).max(0) as u32,
+            address: self.int(s, self.k.address).unwrap_or(0) as u64,
+            total_size: self.size(s, self.k.total_size)?,
+            allocated_size: or_blocks(self.k.allocated_size, sum(&allocated, |b| b.size)),
+            active_size: or_blocks(self.k.active_size, sum(&active, |b| b.size)),
+            requested_size: or_blocks(self.k.requested_size, sum(&allocated, |b| b.requested_size)),
+            stream: self.int(s, self.k.stream).unwrap_or(0),
+            segment_type: match self.text(s, self.k.segment_type) {
                 t if t.is_empty() => "large".to_owned(),
                 t => t,
             },
             pool,
-            expandable: p
-                .get(s, "is_expandable")
+            expandable: self
+                .get(s, self.k.is_expandable)
                 .and_then(|v| p.as_bool(v))
                 .unwrap_or(false),
-            stack: self.stack(p.get(s, "frames")),
+            stack: self.stack(self.get(s, self.k.frames)),
             blocks,
         })
     }
@@ -275,21 +346,21 @@ impl Builder<'_> {
         if p.as_dict(b).is_none() {
             return Err(format!("of type {}, not a dict", b.type_name()));
         }
-        let size = self.size(b, "size")?;
+        let size = self.size(b, self.k.size)?;
         let state = BlockState::parse(
-            p.get(b, "state")
+            self.get(b, self.k.state)
                 .and_then(|v| p.as_str(v))
                 .ok_or("no `state`")?,
         );
         // The oldest layout keeps the stack and requested size in `history[0]`.
-        let first = p
-            .get(b, "history")
+        let first = self
+            .get(b, self.k.history)
             .and_then(|v| p.as_seq(v))
             .and_then(|h| h.first().copied());
-        let (frames, requested) = match (p.get(b, "frames"), first) {
-            (Some(frames), _) => (Some(frames), self.int(b, "requested_size")),
-            (None, Some(h)) => (p.get(h, "frames"), self.int(h, "real_size")),
-            (None, None) => (None, self.int(b, "requested_size")),
+        let (frames, requested) = match (self.get(b, self.k.frames), first) {
+            (Some(frames), _) => (Some(frames), self.int(b, self.k.requested_size)),
+            (None, Some(h)) => (self.get(h, self.k.frames), self.int(h, self.k.real_size)),
+            (None, None) => (None, self.int(b, self.k.requested_size)),
         };
         let requested_size = match requested {
             Some(r) => u64::try_from(r).map_err(|_| format!("negative requested size ({r})"))?,
@@ -297,7 +368,7 @@ impl Builder<'_> {
             None => 0,
         };
         Ok(Block {
-            address: self.int(b, "address").unwrap_or(0) as u64,
+            address: self.int(b, self.k.address).unwrap_or(0) as u64,
             size,
             requested_size,
             state,
@@ -310,15 +381,15 @@ impl Builder<'_> {
         if p.as_dict(e).is_none() {
             return Err(format!("of type {}, not a dict", e.type_name()));
         }
-        let action = p
-            .get(e, "action")
+        let action = self
+            .get(e, self.k.action)
             .and_then(|v| p.as_str(v))
             .ok_or("no `action`")?;
         let action = Action::parse(action, &mut self.stacks.names);
         Ok(TraceEntry {
             action,
-            addr: self.int(e, "addr").unwrap_or(0) as u64,
-            size: self.size(e, "size").or_else(|why| {
+            addr: self.int(e, self.k.addr).unwrap_or(0) as u64,
+            size: self.size(e, self.k.size).or_else(|why| {
                 // `snapshot` entries carry no size in some versions.
                 if action == Action::Snapshot {
                     Ok(0)
@@ -326,12 +397,12 @@ impl Builder<'_> {
                     Err(why)
                 }
             })?,
-            stream: self.int(e, "stream").unwrap_or(0),
-            time_us: self.int(e, "time_us"),
+            stream: self.int(e, self.k.stream).unwrap_or(0),
+            time_us: self.int(e, self.k.time_us),
             device_free: self
-                .int(e, "device_free")
+                .int(e, self.k.device_free)
                 .and_then(|v| u64::try_from(v).ok()),
-            stack: self.stack(p.get(e, "frames")),
+            stack: self.stack(self.get(e, self.k.frames)),
         })
     }
 }
