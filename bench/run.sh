@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs gpuscope's benchmarks with the repository's venv (called by `make bench`).
 # Options: BENCH_WRITE_ARGS / BENCH_READ_ARGS / BENCH_MEMORY_ARGS / BENCH_REPORT_ARGS /
-# BENCH_TRACE_ARGS (passed to each script), e.g.
+# BENCH_TRACE_ARGS / BENCH_SNAPSHOT_ARGS (passed to each script), e.g.
 #   BENCH_WRITE_ARGS="--n 50000 --repeat 3" bench/run.sh
 set -euo pipefail
 
@@ -49,3 +49,4 @@ if ! "$hta_venv/bin/python" -c 'import hta' 2>/dev/null; then
     "$hta_venv/bin/python" -m pip install --quiet "$hta_package"
 fi
 bench bench_trace.py BENCH_TRACE_ARGS --hta-venv "$hta_venv"
+bench bench_snapshot.py BENCH_SNAPSHOT_ARGS
