@@ -14,13 +14,17 @@ we fall back to ``os.wait4`` and say that the figure is only an upper bound.
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import tempfile
 import textwrap
 import time
 from dataclasses import dataclass
+from typing import Any
 
 TIME_BIN = shutil.which("time", path="/usr/bin:/bin")
 
@@ -113,3 +117,61 @@ def closing_notes(children: list[ChildRun], lines: list[str], started: float) ->
         f"included); load average {loadavg()} at the end (2 cores: above ~0.3 before "
         f"starting means another process was competing)"
     )
+
+
+def last_json(child: ChildRun) -> dict[str, Any]:
+    """The JSON object a side printed on its last line of output."""
+    result: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+    return result
+
+
+Runs = dict[str, list[tuple[ChildRun, float]]]  # per side: (child, its CPU seconds)
+
+
+def timed(cmd: list[str]) -> tuple[ChildRun, float]:
+    """The child and its CPU seconds (user + system, all threads): the growth of
+    RUSAGE_CHILDREN around it (/usr/bin/time waits for the side, so they land there)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    child = run_child(cmd)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return child, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def measure(cmds: dict[str, list[str]], repeat: int) -> Runs:
+    """Every side repeat times, interleaved."""
+    runs: Runs = {s: [] for s in cmds}
+    for _ in range(repeat):
+        for side, cmd in cmds.items():
+            runs[side].append(timed(cmd))
+    return runs
+
+
+def side_table(runs: Runs, labels: dict[str, str], base: str) -> dict[str, dict[str, float]]:
+    """Prints one row per side (best, median and slowest wall, median CPU, largest peak
+    RSS, median against ``base``'s); returns those figures per side."""
+    print(
+        f"{'side':<31} {'best s':>7} {'median s':>8} {'cpu s':>7} {'RSS MB':>7} "
+        f"{'x ' + labels[base].split()[0]:>10}"
+    )
+    stats = {}
+    for side, rs in runs.items():
+        walls = [c.wall_s for c, _ in rs]
+        stats[side] = {
+            "best": min(walls),
+            "median": statistics.median(walls),
+            "slowest": max(walls),
+            "cpu": statistics.median(t for _, t in rs),
+            "rss": max(c.peak_rss_mb for c, _ in rs),
+        }
+    for side, s in stats.items():
+        ratio = s["median"] / stats[base]["median"]
+        print(
+            f"{labels[side]:<31} {s['best']:>7.3f} {s['median']:>8.3f} {s['cpu']:>7.3f} "
+            f"{s['rss']:>7.1f} {ratio:>9.2f}x"
+        )
+    return stats
+
+
+def verdict(ok: bool) -> str:
+    """How a target line says it."""
+    return "met" if ok else "MISSED"

@@ -72,7 +72,6 @@ import json
 import math
 import os
 import pickle
-import resource
 import shutil
 import statistics
 import sys
@@ -83,7 +82,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _measure import ChildRun, closing_notes, loadavg, note, own_peak_rss_mb, run_child
+from _measure import (
+    ChildRun,
+    closing_notes,
+    last_json,
+    loadavg,
+    measure,
+    note,
+    own_peak_rss_mb,
+    run_child,
+    side_table,
+    timed,
+    verdict,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = REPO / "target" / "release" / "gpuscope"
@@ -307,60 +318,6 @@ def side_cmd(side: str, path: Path, *extra: str) -> list[str]:
     return [sys.executable, __file__, "--side", side, "--path", str(path), *extra]
 
 
-def last_json(child: ChildRun) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
-    return result
-
-
-Runs = dict[str, list[tuple[ChildRun, float]]]  # per side: (child, its CPU seconds)
-
-
-def timed(cmd: list[str]) -> tuple[ChildRun, float]:
-    """The child and its CPU seconds (user + system, all threads): the growth of
-    RUSAGE_CHILDREN around it (/usr/bin/time waits for the side, so they land there)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    child = run_child(cmd)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return child, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
-def measure(cmds: dict[str, list[str]], repeat: int) -> Runs:
-    """Every side repeat times, interleaved."""
-    runs: Runs = {s: [] for s in cmds}
-    for _ in range(repeat):
-        for side, cmd in cmds.items():
-            runs[side].append(timed(cmd))
-    return runs
-
-
-def table(runs: Runs) -> dict[str, dict[str, float]]:
-    """Prints one row per side; returns the figures per side."""
-    print(
-        f"{'side':<31} {'best s':>7} {'median s':>8} {'cpu s':>7} {'RSS MB':>7} {'x gpuscope':>10}"
-    )
-    stats = {}
-    for side, rs in runs.items():
-        walls = [c.wall_s for c, _ in rs]
-        stats[side] = {
-            "best": min(walls),
-            "median": statistics.median(walls),
-            "slowest": max(walls),
-            "cpu": statistics.median(t for _, t in rs),
-            "rss": max(c.peak_rss_mb for c, _ in rs),
-        }
-    for side, s in stats.items():
-        ratio = s["median"] / stats["gpuscope"]["median"]
-        print(
-            f"{LABELS[side]:<31} {s['best']:>7.3f} {s['median']:>8.3f} {s['cpu']:>7.3f} "
-            f"{s['rss']:>7.1f} {ratio:>9.2f}x"
-        )
-    return stats
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "MISSED"
-
-
 def load_summary(runs: list[tuple[ChildRun, float]]) -> str:
     inside = [last_json(c) for c, _ in runs]
     growth = max(r["hwm_after_mb"] - r["hwm_before_mb"] for r in inside)
@@ -424,7 +381,7 @@ def real_snapshot(
         f"{protocol} (first bytes {head.hex()}), "
         f"{report['stats']['segments']} segments, {entries:,} trace entries"
     )
-    s = table(runs)
+    s = side_table(runs, LABELS, "gpuscope")
     note(
         f"({args.repeat} child processes per side, interleaved; s = child wall time, best and "
         f"median; cpu s = user + system, median; RSS MB = largest peak RSS; x gpuscope = "
@@ -527,7 +484,7 @@ def synthetic(
     checks.append(compare_viz("synthetic", report["stats"], printed_lines(viz[0].stdout)))
     note(checks[-1])
     print(f"-- synthetic snapshot, {out.stat().st_size / MB:,.1f} MB, {meta['entries']:,} entries")
-    s = table(runs)
+    s = side_table(runs, LABELS, "gpuscope")
     inside = [last_json(c) for c, _ in runs["load"]]
     growth = max(r["hwm_after_mb"] - r["hwm_before_mb"] for r in inside)
     note(

@@ -56,7 +56,6 @@ import json
 import math
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -67,7 +66,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _measure import ChildRun, closing_notes, loadavg, note, own_peak_rss_mb, run_child
+from _measure import (
+    ChildRun,
+    closing_notes,
+    last_json,
+    loadavg,
+    measure,
+    note,
+    own_peak_rss_mb,
+    run_child,
+    side_table,
+    timed,
+    verdict,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = REPO / "target" / "release" / "gpuscope"
@@ -265,31 +276,6 @@ def hta_dir(tmp: Path, trace: Path) -> Path:
     return d
 
 
-def last_json(child: ChildRun) -> dict[str, Any]:
-    return json.loads(child.stdout.strip().splitlines()[-1])
-
-
-Runs = dict[str, list[tuple[ChildRun, float]]]  # per side: (child, its CPU seconds)
-
-
-def timed(cmd: list[str]) -> tuple[ChildRun, float]:
-    """The child and its CPU seconds (user + system, all threads): the growth of
-    RUSAGE_CHILDREN around it (/usr/bin/time waits for the side, so they land there)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    child = run_child(cmd)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return child, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
-def measure(cmds: dict[str, list[str]], repeat: int) -> Runs:
-    """Every side repeat times, interleaved."""
-    runs: Runs = {s: [] for s in cmds}
-    for _ in range(repeat):
-        for side, cmd in cmds.items():
-            runs[side].append(timed(cmd))
-    return runs
-
-
 def agree(a: float, b: float) -> bool:
     return abs(a - b) <= max(1.0, 0.005 * abs(b))
 
@@ -333,35 +319,6 @@ def check(
     return hta, lines
 
 
-def table(runs: Runs, base: str) -> dict[str, dict[str, float]]:
-    """Prints one row per side; returns the figures per side."""
-    print(
-        f"{'side':<31} {'best s':>7} {'median s':>8} {'cpu s':>7} {'RSS MB':>7} "
-        f"{'x ' + LABELS[base].split()[0]:>10}"
-    )
-    stats = {}
-    for side, rs in runs.items():
-        walls = [c.wall_s for c, _ in rs]
-        stats[side] = {
-            "best": min(walls),
-            "median": statistics.median(walls),
-            "slowest": max(walls),
-            "cpu": statistics.median(t for _, t in rs),
-            "rss": max(c.peak_rss_mb for c, _ in rs),
-        }
-    for side, s in stats.items():
-        ratio = s["median"] / stats[base]["median"]
-        print(
-            f"{LABELS[side]:<31} {s['best']:>7.3f} {s['median']:>8.3f} {s['cpu']:>7.3f} "
-            f"{s['rss']:>7.1f} {ratio:>9.2f}x"
-        )
-    return stats
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "MISSED"
-
-
 def real_trace(
     trace: Path, cli: Path, hta_python: Path, tmp: Path, repeat: int
 ) -> tuple[list[str], list[ChildRun], dict[str, Any]]:
@@ -382,7 +339,7 @@ def real_trace(
         f"-- {trace.name}: {trace.stat().st_size / MB:.1f} MB gzipped, "
         f"{raw / MB:.1f} MB ({raw / 1e6:.1f} MB decimal) uncompressed"
     )
-    s = table(runs, "gpuscope")
+    s = side_table(runs, LABELS, "gpuscope")
     inside = [last_json(c) for c, _ in runs["hta"]]
     med = {
         k: statistics.median(r[k] for r in inside) for k in ("import_s", "parse_s", "analyses_s")
@@ -483,7 +440,7 @@ def synthetic(
     }
     runs = measure(cmds, args.repeat_big)
     print(f"-- synthetic trace, {out_json.stat().st_size / MB:,.1f} MB uncompressed")
-    s = table(runs, "json")
+    s = side_table(runs, LABELS, "json")
     note(
         f"({args.repeat_big} child processes per side, interleaved; columns as above; "
         f"x gpuscope = median s / gpuscope .json's)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,51 @@ def screenshot(chromium: str, page: Path, window: tuple[int, int]) -> Path:
     )
     assert png.is_file(), f"Chromium wrote no screenshot of {page}"
     return png
+
+
+# Elements that load something from elsewhere; a self-contained page has none.
+LOADING_TAGS = ("script", "link", "img", "iframe", "object", "embed", "audio", "video", "source")
+
+
+def assert_self_contained(
+    source: str,
+    elements: Sequence[tuple[str, Sequence[tuple[str, str | None]]]],
+    styles: Sequence[str],
+) -> None:
+    """No script, nothing fetched: no element that loads something, no event handler, no
+    attribute pointing elsewhere, no CSS url() or @import, no http(s) URL anywhere in
+    ``source`` (the page's ``elements`` and ``styles`` as a parser found them)."""
+    tags = [tag for tag, _ in elements]
+    for tag in LOADING_TAGS:
+        assert tag not in tags, f"<{tag}> in a page that should need nothing else"
+    for tag, attrs in elements:
+        for key, value in attrs:
+            value = value or ""
+            assert not key.startswith("on"), (tag, key)
+            if key in FETCHING_ATTRIBUTES:
+                assert not EXTERNAL.match(value), (tag, key, value)
+                assert not value.lower().startswith(("http:", "https:")), (tag, key, value)
+            fetched = [m.group(0) for m in CSS_URL.finditer(value)]
+            assert fetched == [], (tag, key, fetched)
+    for css in styles:
+        fetched = [m.group(0) for m in CSS_URL.finditer(css)]
+        assert fetched == [], fetched
+    urls = re.findall(r"https?://[^\s\"'<>)]+", source)
+    assert urls == [], urls
+
+
+def assert_not_blank(png: Path, size: tuple[int, int] | None = None) -> None:
+    """More than 5 % of the screenshot's pixels differ from its most common colour (the
+    background); with ``size``, the screenshot has that size."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        rgb = image.convert("RGB")
+    if size is not None:
+        assert rgb.size == size
+    total = rgb.size[0] * rgb.size[1]
+    colours = rgb.getcolors(maxcolors=total)
+    assert colours is not None
+    background_count, background = max(colours)
+    other = total - background_count
+    assert other / total > 0.05, f"{other / total:.1%} of pixels differ from {background}"

@@ -46,6 +46,29 @@ pub(crate) fn paragraph(
     Ok(())
 }
 
+#[derive(serde::Serialize)]
+struct DiffDoc<'a, T> {
+    schema: &'static str,
+    a: &'a std::path::Path,
+    b: &'a std::path::Path,
+    #[serde(flatten)]
+    diff: &'a T,
+}
+
+/// A comparison of `b` with `a` as a JSON document: `schema`, the two paths, then the
+/// fields of `diff`.
+pub(crate) fn diff_json<T: serde::Serialize>(
+    schema: &'static str,
+    a: &std::path::Path,
+    b: &std::path::Path,
+    diff: &T,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let doc = DiffDoc { schema, a, b, diff };
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::from)?;
+    writeln!(out)
+}
+
 /// `name` cut to `width` characters, an ellipsis marking the cut.
 pub(crate) fn clip(name: &str, width: usize) -> String {
     if name.chars().count() <= width {

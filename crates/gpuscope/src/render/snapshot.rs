@@ -4,8 +4,6 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use serde::Serialize;
-
 use super::{bytes, paragraph, right_align, signed_bytes, table};
 use crate::analysis::snapshot::diff::SnapshotDiff;
 use crate::analysis::snapshot::fragmentation::Fragmentation;
@@ -283,25 +281,9 @@ fn fragmentation(out: &mut dyn Write, f: &Fragmentation, width: u16) -> io::Resu
     writeln!(out, "\nSegments with the most free bytes:\n{t}")
 }
 
-#[derive(Serialize)]
-struct DiffDoc<'a> {
-    schema: &'static str,
-    a: &'a Path,
-    b: &'a Path,
-    #[serde(flatten)]
-    diff: &'a SnapshotDiff,
-}
-
 /// The `gpuscope.snapshot-diff/1` document: how snapshot `b` differs from `a`.
 pub fn diff_json(a: &Path, b: &Path, diff: &SnapshotDiff, out: &mut dyn Write) -> io::Result<()> {
-    let doc = DiffDoc {
-        schema: DIFF_SCHEMA,
-        a,
-        b,
-        diff,
-    };
-    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
-    writeln!(out)
+    super::diff_json(DIFF_SCHEMA, a, b, diff, out)
 }
 
 /// Sites listed in the text diff.

@@ -46,25 +46,9 @@ pub fn json(
     writeln!(out)
 }
 
-#[derive(Serialize)]
-struct DiffDoc<'a> {
-    schema: &'static str,
-    a: &'a Path,
-    b: &'a Path,
-    #[serde(flatten)]
-    diff: &'a TraceDiff,
-}
-
 /// The `gpuscope.trace-diff/1` document: how trace `b` differs from trace `a`.
 pub fn diff_json(a: &Path, b: &Path, diff: &TraceDiff, out: &mut dyn Write) -> io::Result<()> {
-    let doc = DiffDoc {
-        schema: DIFF_SCHEMA,
-        a,
-        b,
-        diff,
-    };
-    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
-    writeln!(out)
+    super::diff_json(DIFF_SCHEMA, a, b, diff, out)
 }
 
 /// The difference of `b` from `a` as text.

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::sites::{by_site, SiteBytes, Sites};
+use super::sites::{by_site, largest_first, SiteBytes, Sites};
 use crate::model::snapshot::{Action, Snapshot, StackId, TraceEntry};
 
 /// Site of the bytes that were alive before the trace began (no stack: history was off).
@@ -189,7 +189,7 @@ fn alive(sites: &mut Sites, live: &Live, before_left: i64) -> Vec<SiteBytes> {
             bytes: before_left as u64,
             count: 0,
         });
-        out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
+        largest_first(&mut out);
     }
     out
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::fragmentation::{fragmentation, Fragmentation};
 use super::replay::BEFORE_TRACE_SITE;
 use super::replay::{replay, DeviceReplay, OomEvent};
-use super::sites::{by_site, SiteBytes, Sites};
+use super::sites::{by_site, summed, SiteBytes, Sites};
 use super::stacked::{stacked_timeline, StackedTimeline};
 use super::stats::{stats, Stats};
 use crate::model::snapshot::{BlockState, Snapshot};
@@ -174,22 +174,6 @@ pub fn keep_top(mut sites: Vec<SiteBytes>, top: usize) -> Vec<SiteBytes> {
     sites
 }
 
-/// Merges per-device site lists into one, largest first.
-fn merged(lists: impl Iterator<Item = Vec<SiteBytes>>) -> Vec<SiteBytes> {
-    let mut sums: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for s in lists.flatten() {
-        let e = sums.entry(s.site).or_default();
-        e.0 += s.bytes;
-        e.1 += s.count;
-    }
-    let mut out: Vec<SiteBytes> = sums
-        .into_iter()
-        .map(|(site, (bytes, count))| SiteBytes { site, bytes, count })
-        .collect();
-    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
-    out
-}
-
 /// What the dump's blocks hold, by site.
 pub fn alive_now(snapshot: &Snapshot, sites: &mut Sites) -> Vec<SiteBytes> {
     by_site(
@@ -218,8 +202,8 @@ pub fn snapshot_report(snapshot: &Snapshot, path: PathBuf, options: &Options) ->
         })
         .map(|&d| replay(snapshot, d, &mut sites, options.points))
         .collect();
-    let never_freed = merged(devices.iter().map(|d| d.never_freed_by_site.clone()));
-    let churn = merged(devices.iter().map(|d| d.churn_by_site.clone()));
+    let never_freed = summed(devices.iter().flat_map(|d| d.never_freed_by_site.clone()));
+    let churn = summed(devices.iter().flat_map(|d| d.churn_by_site.clone()));
     let ooms = devices.iter().flat_map(|d| d.ooms.clone()).collect();
     let main = devices
         .iter()

@@ -136,24 +136,41 @@ pub struct SiteBytes {
     pub count: u64,
 }
 
-/// Adds up `(stack, bytes)` by site, largest first (ties by name, so the order is the
-/// same every run).
+/// Adds up `(stack, bytes)` by site, largest first.
 pub fn by_site(
     sites: &mut Sites,
     items: impl IntoIterator<Item = (StackId, u64)>,
 ) -> Vec<SiteBytes> {
+    let named: Vec<SiteBytes> = items
+        .into_iter()
+        .map(|(stack, bytes)| SiteBytes {
+            site: sites.of(stack).to_owned(),
+            bytes,
+            count: 1,
+        })
+        .collect();
+    summed(named)
+}
+
+/// Rows of the same site summed into one, largest first.
+pub fn summed(rows: impl IntoIterator<Item = SiteBytes>) -> Vec<SiteBytes> {
     let mut sums: HashMap<String, (u64, u64)> = HashMap::new();
-    for (stack, bytes) in items {
-        let e = sums.entry(sites.of(stack).to_owned()).or_default();
-        e.0 += bytes;
-        e.1 += 1;
+    for r in rows {
+        let e = sums.entry(r.site).or_default();
+        e.0 += r.bytes;
+        e.1 += r.count;
     }
     let mut out: Vec<SiteBytes> = sums
         .into_iter()
         .map(|(site, (bytes, count))| SiteBytes { site, bytes, count })
         .collect();
-    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
+    largest_first(&mut out);
     out
+}
+
+/// Sorts by bytes, largest first; ties by site, so the order is the same every run.
+pub fn largest_first(rows: &mut [SiteBytes]) {
+    rows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
 }
 
 #[cfg(test)]
