@@ -48,6 +48,7 @@ fn record(iteration: i64, allocator: Option<AllocatorStats>) -> MemoryRecord {
             ram_percent: Some(40.0),
         },
         losses: BTreeMap::from([("rendering".into(), 0.5), ("total".into(), 0.75)]),
+        sections: BTreeMap::new(),
     }
 }
 

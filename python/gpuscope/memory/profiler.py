@@ -16,6 +16,7 @@ warning, and training goes on.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 import warnings
@@ -30,6 +31,7 @@ from gpuscope import _native
 from gpuscope.memory.allocator import allocator_stats
 from gpuscope.memory.census import CensusTaker, scan_heap
 from gpuscope.memory.schedule import Schedule
+from gpuscope.memory.sections import Sections
 from gpuscope.memory.snapshots import dump_snapshot, iteration_snapshot_path, start_history
 
 __all__ = ["MemoryProfiler", "profiling_enabled"]
@@ -103,6 +105,8 @@ class MemoryProfiler:
         self._writer: Any = None
         self._sampler: Any = None
         self._paths: list[Path] = []
+        self._sections = Sections(self.device, lambda: self.census.take().total)
+        self._sections.measure_memory = self.schedule.due(0)
         if self.enabled:
             self._guarded(
                 "opening the run directory",
@@ -125,10 +129,21 @@ class MemoryProfiler:
         if not self.enabled:
             return
         self.last_iteration = iteration
+        self._sections.iteration_done()
         if self.schedule.due(iteration):
             self.record(iteration, losses, loss)
         if iteration in self.snapshot_at:
             self._guarded("saving an allocator snapshot", self._snapshot, iteration)
+        self._sections.measure_memory = self.schedule.due(iteration + 1)
+
+    def section(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """Times a named part of the iteration: ``with scope.section("render"):`` or
+        ``@scope.section("render")``. Sections nest (``forward/attention``); each record
+        gets their mean, p50, p95 and max over its interval, their share of the
+        iteration, and on the recorded iteration the memory they added."""
+        if not self.enabled:
+            return _NOTHING
+        return self._sections.section(name)
 
     def record(
         self,
@@ -318,6 +333,7 @@ class MemoryProfiler:
             "allocator": allocator,
             "system": system,
             "losses": _losses(losses, loss),
+            "sections": self._sections.take(),
         }
 
     def _track_peaks(self, record: dict[str, Any]) -> None:
@@ -347,6 +363,13 @@ class MemoryProfiler:
         beyond = heap - census_bytes
         self._floor = beyond if self._floor is None else min(self._floor, beyond)
         return beyond - self._floor
+
+
+class _Nothing(contextlib.ContextDecorator, contextlib.nullcontext[None]):
+    """A section of a disabled profiler: usable with ``with`` and as a decorator."""
+
+
+_NOTHING = _Nothing()
 
 
 def _summary_table(summaries: list[dict[str, Any]]) -> str:

@@ -48,6 +48,39 @@ pub struct MemoryRecord {
     /// `float()` reads): a diverged loss stays visible.
     #[serde(with = "loss_values")]
     pub losses: BTreeMap<String, f64>,
+    /// Timed sections (`scope.section("render")`) over the iterations since the previous
+    /// record, by path (`forward/attention` for a section inside another). Absent from
+    /// runs that time none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sections: BTreeMap<String, SectionStats>,
+}
+
+/// One timed section's figures over a record's interval: wall time on CPU, GPU time from
+/// CUDA events on CUDA.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SectionStats {
+    /// Times it ran.
+    pub calls: u64,
+    /// Milliseconds per call: mean, median, 95th percentile, longest.
+    pub mean_ms: f64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 95th percentile.
+    pub p95_ms: f64,
+    /// Longest call.
+    pub max_ms: f64,
+    /// All its calls together.
+    pub total_ms: f64,
+    /// Its share of the iterations' wall time, percent; `null` without a whole iteration
+    /// to compare with.
+    pub share_percent: Option<f64>,
+    /// The enclosing section's path; `null` at the top.
+    pub parent: Option<String>,
+    /// On CUDA, the highest allocated bytes inside it in the recorded iteration.
+    pub peak_allocated_bytes: Option<u64>,
+    /// Bytes it left allocated (CUDA) or added to the census (CPU) in the recorded
+    /// iteration.
+    pub net_bytes: Option<i64>,
 }
 
 /// Bytes per category. Parameters, gradients, optimizer state and buffers are counted

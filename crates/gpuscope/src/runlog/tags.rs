@@ -85,6 +85,9 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
             push(tag.into(), v);
         }
     }
+    for (path, section) in &record.sections {
+        push(format!("Time/{path}_ms"), section.mean_ms);
+    }
     for (name, value) in &record.losses {
         let tag = if name == "total" {
             "Loss/total".to_owned()
@@ -129,4 +132,49 @@ pub fn layout() -> Vec<ChartGroup> {
             ],
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::memory::SectionStats;
+
+    #[test]
+    fn each_timed_section_is_a_time_tag_of_its_mean() {
+        let section = |mean_ms, parent: Option<&str>| SectionStats {
+            calls: 4,
+            mean_ms,
+            parent: parent.map(str::to_owned),
+            ..SectionStats::default()
+        };
+        let record = MemoryRecord {
+            sections: [
+                ("forward".to_owned(), section(3.5, None)),
+                (
+                    "forward/attention".to_owned(),
+                    section(1.25, Some("forward")),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            ..MemoryRecord::default()
+        };
+        let tags: Vec<(String, f64)> = record_scalars(&record)
+            .into_iter()
+            .filter(|(tag, _)| tag.starts_with("Time/"))
+            .collect();
+        assert_eq!(
+            tags,
+            [
+                ("Time/forward_ms".to_owned(), 3.5),
+                ("Time/forward/attention_ms".to_owned(), 1.25)
+            ]
+        );
+        // A record without sections has no `sections` key in its JSON line.
+        let plain = serde_json::to_value(MemoryRecord::default()).unwrap();
+        assert!(plain.get("sections").is_none());
+        let json = serde_json::to_string(&record).unwrap();
+        let back: MemoryRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.sections, record.sections);
+    }
 }

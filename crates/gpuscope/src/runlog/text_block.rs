@@ -137,6 +137,7 @@ mod tests {
             }),
             system: SystemStats::default(),
             losses: Default::default(),
+            sections: Default::default(),
         }
     }
 
