@@ -50,3 +50,4 @@ if ! "$hta_venv/bin/python" -c 'import hta' 2>/dev/null; then
 fi
 bench bench_trace.py BENCH_TRACE_ARGS --hta-venv "$hta_venv"
 bench bench_snapshot.py BENCH_SNAPSHOT_ARGS
+bench bench_sections.py BENCH_SECTIONS_ARGS
