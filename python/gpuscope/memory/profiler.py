@@ -31,7 +31,7 @@ from gpuscope import _native
 from gpuscope.memory.allocator import allocator_stats
 from gpuscope.memory.census import CensusTaker, scan_heap
 from gpuscope.memory.schedule import Schedule
-from gpuscope.memory.sections import Sections
+from gpuscope.memory.sections import Section, Sections
 from gpuscope.memory.snapshots import dump_snapshot, iteration_snapshot_path, start_history
 
 __all__ = ["MemoryProfiler", "profiling_enabled"]
@@ -129,14 +129,15 @@ class MemoryProfiler:
         if not self.enabled:
             return
         self.last_iteration = iteration
-        self._sections.iteration_done()
+        self._sections.step_done()
         if self.schedule.due(iteration):
             self.record(iteration, losses, loss)
         if iteration in self.snapshot_at:
             self._guarded("saving an allocator snapshot", self._snapshot, iteration)
         self._sections.measure_memory = self.schedule.due(iteration + 1)
+        self._sections.restart()
 
-    def section(self, name: str) -> contextlib.AbstractContextManager[None]:
+    def section(self, name: str) -> Section | _Nothing:
         """Times a named part of the iteration: ``with scope.section("render"):`` or
         ``@scope.section("render")``. Sections nest (``forward/attention``); each record
         gets their mean, p50, p95 and max over its interval, their share of the
@@ -333,7 +334,8 @@ class MemoryProfiler:
             "allocator": allocator,
             "system": system,
             "losses": _losses(losses, loss),
-            "sections": self._sections.take(),
+            # Only runs that time sections have them, in the JSONL as here.
+            **({"sections": sections} if (sections := self._sections.take()) else {}),
         }
 
     def _track_peaks(self, record: dict[str, Any]) -> None:

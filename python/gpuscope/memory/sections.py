@@ -16,14 +16,16 @@ costs a clock read and a list append at each end (bench/bench_sections.py).
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import torch
 
-__all__ = ["Sections"]
+__all__ = ["Section", "Sections"]
 
 
 @dataclass
@@ -38,65 +40,116 @@ class _Timings:
     net_bytes: int | None = None
 
 
+class Section(contextlib.ContextDecorator):
+    """One use of a named section: ``with`` it or decorate a function with it (each call
+    of the function is a fresh use)."""
+
+    __slots__ = ("_events", "_memory", "_name", "_owner", "_path", "_t0", "_timings")
+    _events: tuple[Any, Any]
+    _memory: int | None
+    _name: str
+    _owner: Sections
+    _path: str
+    _t0: int
+    _timings: _Timings
+
+    def __init__(self, owner: Sections, name: str) -> None:
+        self._owner = owner
+        self._name = name
+
+    def _recreate_cm(self) -> Self:
+        return type(self)(self._owner, self._name)
+
+    def __enter__(self) -> Self:
+        self._owner._enter(self)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._owner._exit(self)
+
+
 class Sections:
-    """The sections of one profiler: timing per call, memory on recording iterations."""
+    """The sections of one profiler: timing per call, memory on recording iterations.
+    Each thread has its own nesting: a section opened on another thread is not inside
+    this one's."""
 
     def __init__(self, device: torch.device, census_bytes: Callable[[], int]) -> None:
         self.cuda = device.type == "cuda" and torch.cuda.is_available()
         self.device = device
         self._census_bytes = census_bytes
         self._timings: dict[str, _Timings] = {}
-        self._open: list[str] = []
-        self._iteration_ms: list[float] = []
+        self._local = threading.local()
+        # The interval a record covers: from the end of the step that took the previous
+        # record to the latest step. Before the first record there is no such start, and
+        # shares are not given.
+        self._interval_start_ns: int | None = None
+        self._restart_due = False
         self._last_step_ns: int | None = None
         self.measure_memory = False
 
-    @contextlib.contextmanager
-    def section(self, name: str) -> Iterator[None]:
-        """Times the ``with`` block as section ``name`` (nested: ``outer/name``)."""
-        parent = self._open[-1] if self._open else None
-        path = f"{parent}/{name}" if parent else name
+    def section(self, name: str) -> Section:
+        """Section ``name`` (nested: ``outer/name``), for ``with`` or as a decorator."""
+        return Section(self, name)
+
+    def _stack(self) -> list[str]:
+        stack: list[str] | None = getattr(self._local, "open", None)
+        if stack is None:
+            stack = self._local.open = []
+        return stack
+
+    def _enter(self, s: Section) -> None:
+        stack = self._stack()
+        parent = stack[-1] if stack else None
+        s._path = path = f"{parent}/{s._name}" if parent else s._name
         timings = self._timings.get(path)
         if timings is None:
             timings = self._timings[path] = _Timings(parent)
-        memory = self._memory_start() if self.measure_memory else None
-        self._open.append(path)
+        s._timings = timings
+        s._memory = self._memory_start() if self.measure_memory else None
+        stack.append(path)
         if self.cuda:
             start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            s._events = (start, torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
             start.record()
-            try:
-                yield
-            finally:
-                end.record()
-                self._open.pop()
-                timings.pending.append((start, end))
-                if memory is not None:
-                    self._memory_end(timings, memory)
         else:
-            t0 = time.perf_counter_ns()
-            try:
-                yield
-            finally:
-                timings.ms.append((time.perf_counter_ns() - t0) / 1e6)
-                self._open.pop()
-                if memory is not None:
-                    self._memory_end(timings, memory)
+            s._t0 = time.perf_counter_ns()
 
-    def iteration_done(self) -> None:
-        """Marks the end of an iteration (the profiler's ``step``): the span between two
-        marks is an iteration's wall time, what shares are taken of."""
-        now = time.perf_counter_ns()
-        if self._last_step_ns is not None:
-            self._iteration_ms.append((now - self._last_step_ns) / 1e6)
-        self._last_step_ns = now
+    def _exit(self, s: Section) -> None:
+        t = s._timings
+        if self.cuda:
+            s._events[1].record()
+            t.pending.append(s._events)
+        else:
+            t.ms.append((time.perf_counter_ns() - s._t0) / 1e6)
+        stack = self._stack()
+        if stack and stack[-1] == s._path:
+            stack.pop()
+        if s._memory is not None:
+            self._memory_end(t, s._memory)
+
+    def step_done(self) -> None:
+        """Marks the end of an iteration (the profiler's ``step``), before a record."""
+        self._last_step_ns = time.perf_counter_ns()
+
+    def restart(self) -> None:
+        """At the end of a step: starts the next record's interval when this step took a
+        record (so the record's own cost is in neither interval)."""
+        if self._restart_due:
+            self._restart_due = False
+            self._interval_start_ns = time.perf_counter_ns()
 
     def take(self) -> dict[str, dict[str, Any]]:
         """The figures since the last call, by path, and a fresh start."""
-        iteration_ms = sum(self._iteration_ms)
+        start, end = self._interval_start_ns, self._last_step_ns
+        interval_ms = (end - start) / 1e6 if start is not None and end is not None else 0.0
         out: dict[str, dict[str, Any]] = {}
         for path, t in self._timings.items():
-            ms = t.ms + [start.elapsed_time(end) for start, end in self._resolved(t.pending)]
+            ms = t.ms + [begin.elapsed_time(stop) for begin, stop in self._resolved(t.pending)]
             if not ms:
                 continue
             ordered = sorted(ms)
@@ -108,13 +161,14 @@ class Sections:
                 "p95_ms": _percentile(ordered, 0.95),
                 "max_ms": ordered[-1],
                 "total_ms": total,
-                "share_percent": total * 100.0 / iteration_ms if iteration_ms > 0 else None,
+                "share_percent": total * 100.0 / interval_ms if interval_ms > 0 else None,
                 "parent": t.parent,
                 "peak_allocated_bytes": t.peak_allocated,
                 "net_bytes": t.net_bytes,
             }
         self._timings = {}
-        self._iteration_ms = []
+        self._interval_start_ns = None
+        self._restart_due = True
         return out
 
     @staticmethod
@@ -123,21 +177,23 @@ class Sections:
             pending[-1][1].synchronize()  # events complete in order on a stream
         return pending
 
-    def _memory_start(self) -> tuple[int, int]:
+    def _memory_start(self) -> int:
         if self.cuda:
             # Counting the peak from here on loses the iteration's own peak for other
             # readers; records read it before sections run (see MemoryProfiler).
             torch.cuda.reset_peak_memory_stats(self.device)
-            return torch.cuda.memory_allocated(self.device), 0
-        return self._census_bytes(), 0
+            return torch.cuda.memory_allocated(self.device)
+        return self._census_bytes()
 
-    def _memory_end(self, t: _Timings, start: tuple[int, int]) -> None:
+    def _memory_end(self, t: _Timings, start: int) -> None:
         if self.cuda:
             peak = torch.cuda.max_memory_allocated(self.device)
             t.peak_allocated = max(t.peak_allocated or 0, peak)
-            t.net_bytes = torch.cuda.memory_allocated(self.device) - start[0]
+            now = torch.cuda.memory_allocated(self.device)
         else:
-            t.net_bytes = self._census_bytes() - start[0]
+            now = self._census_bytes()
+        # Summed over the iteration's calls (micro-batches each add their part).
+        t.net_bytes = (t.net_bytes or 0) + now - start
 
 
 def _percentile(ordered: list[float], q: float) -> float:
