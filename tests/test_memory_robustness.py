@@ -11,6 +11,7 @@ flat."""
 from __future__ import annotations
 
 import collections
+import gc
 import os
 import re
 import stat
@@ -344,6 +345,9 @@ def test_leak_shows_as_growing_activations_and_clean_loop_stays_flat(tmp_path: P
 
 @pytest.mark.filterwarnings("ignore:.*reduce_op.*:FutureWarning")  # see test_memory_census
 def test_gc_scan_shows_the_leak_as_other(tmp_path: Path) -> None:
+    # The heap walk sees every tensor of this pytest process: collect what earlier tests
+    # left in reference cycles now, not in the middle of the clean loop below.
+    gc.collect()
     torch.manual_seed(0)
     probe_model = nn.Sequential(nn.Linear(D_IN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, D_IN))
     per_iter, out_bytes = leaked_per_iteration(probe_model, torch.randn(B, D_IN))
