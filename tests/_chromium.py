@@ -8,7 +8,9 @@ import re
 import shutil
 import subprocess
 from collections.abc import Sequence
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Self
 
 import pytest
 
@@ -133,3 +135,74 @@ def assert_not_blank(png: Path, size: tuple[int, int] | None = None) -> None:
     background_count, background = max(colours)
     other = total - background_count
     assert other / total > 0.05, f"{other / total:.1%} of pixels differ from {background}"
+
+
+class PageParser(HTMLParser):
+    """What every page test reads: each element with its attributes, the text of <style>,
+    and the open elements. Subclasses say which elements start something (``start``),
+    which elements' text they want (``capture(tag)`` from ``start``, then ``captured``) and
+    what an element's end closes (``end``)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, list[tuple[str, str | None]]]] = []
+        self.styles: list[str] = []
+        self._stack: list[str] = []
+        self._capture: str | None = None  # the tag whose text is being gathered
+        self._text: list[str] = []
+
+    @classmethod
+    def parse(cls, source: str) -> Self:
+        parser = cls()
+        parser.feed(source)
+        parser.close()
+        return parser
+
+    @property
+    def depth(self) -> int:
+        """How many elements are open."""
+        return len(self._stack)
+
+    def start(self, tag: str, a: dict[str, str], classes: list[str]) -> None:
+        """An element (not a void one) opened; ``a`` its attributes."""
+
+    def captured(self, tag: str, text: str) -> None:
+        """The text of an element ``capture`` asked for, at its end."""
+
+    def end(self, tag: str) -> None:
+        """An element closed (after ``captured``)."""
+
+    def capture(self, tag: str) -> None:
+        self._capture, self._text = tag, []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, attrs))
+        if tag in VOID:
+            return
+        self._stack.append(tag)
+        a = {k: v or "" for k, v in attrs}
+        if tag == "style":
+            self.capture(tag)
+        self.start(tag, a, a.get("class", "").split())
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.handle_endtag(tag)
+
+    def handle_data(self, data: str) -> None:
+        if self._capture is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == self._capture:
+            text = "".join(self._text)
+            self._capture = None
+            if tag == "style":
+                self.styles.append(text)
+            else:
+                self.captured(tag, text)
+        if tag in self._stack:
+            while self._stack and self._stack.pop() != tag:
+                pass
+        self.end(tag)

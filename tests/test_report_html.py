@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import gpuscope
 import pytest
 import torch
 from _chromium import (
-    VOID,
+    PageParser,
     assert_not_blank,
     assert_self_contained,
     dump_dom,
@@ -125,37 +124,26 @@ class Section:
         return c
 
 
-class PageParser(HTMLParser):
+class ReportPage(PageParser):
     """The run sections with their charts, every other h2, every element with its
     attributes, and the text of <style> elements."""
 
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
+        super().__init__()
         self.sections: list[Section] = []
         self.other_headings: list[str] = []
-        self.elements: list[tuple[str, list[tuple[str, str | None]]]] = []
-        self.styles: list[str] = []
-        self._stack: list[str] = []
         self._section: Section | None = None
         self._section_depth = 0
         self._chart: Chart | None = None
-        self._capture: str | None = None  # the tag whose text is being gathered
-        self._text: list[str] = []
         self._last_h3 = ""
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.elements.append((tag, attrs))
-        a = {k: v or "" for k, v in attrs}
-        classes = a.get("class", "").split()
-        if tag in VOID:
-            return
-        self._stack.append(tag)
+    def start(self, tag: str, a: dict[str, str], classes: list[str]) -> None:
         if tag == "section" and "run" in classes:
             self._section = Section()
             self.sections.append(self._section)
-            self._section_depth = len(self._stack)
-        elif tag in ("h2", "h3", "style") or (tag == "text" and "tick" in classes):
-            self._capture, self._text = tag, []
+            self._section_depth = self.depth
+        elif tag in ("h2", "h3") or (tag == "text" and "tick" in classes):
+            self.capture(tag)
         elif tag == "svg" and "chart" in classes:
             assert self._section is not None, "a chart outside a run's section"
             self._chart = Chart(self._last_h3)
@@ -167,44 +155,26 @@ class PageParser(HTMLParser):
             assert self._chart is not None, "a marker outside a chart"
             self._chart.markers.append(float(a["x1"]))
 
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.handle_starttag(tag, attrs)
-        if tag not in VOID:
-            self.handle_endtag(tag)
+    def captured(self, tag: str, text: str) -> None:
+        if tag == "h2":
+            if self._section is not None and not self._section.heading:
+                self._section.heading = text
+            else:
+                self.other_headings.append(text)
+        elif tag == "h3":
+            self._last_h3 = text
+        elif self._chart is not None:
+            self._chart.tick_labels.append(text)
 
-    def handle_data(self, data: str) -> None:
-        if self._capture is not None:
-            self._text.append(data)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == self._capture:
-            content = "".join(self._text)
-            if tag == "h2":
-                if self._section is not None and not self._section.heading:
-                    self._section.heading = content
-                else:
-                    self.other_headings.append(content)
-            elif tag == "h3":
-                self._last_h3 = content
-            elif tag == "style":
-                self.styles.append(content)
-            elif self._chart is not None:
-                self._chart.tick_labels.append(content)
-            self._capture = None
+    def end(self, tag: str) -> None:
         if tag == "svg":
             self._chart = None
-        if tag in self._stack:
-            while self._stack and self._stack.pop() != tag:
-                pass
-        if self._section is not None and len(self._stack) < self._section_depth:
+        if self._section is not None and self.depth < self._section_depth:
             self._section = None
 
 
-def parse(html: str) -> PageParser:
-    parser = PageParser()
-    parser.feed(html)
-    parser.close()
-    return parser
+def parse(html: str) -> ReportPage:
+    return ReportPage.parse(html)
 
 
 def expected_charts(run: dict[str, Any]) -> dict[str, list[str]]:

@@ -16,12 +16,18 @@ import pickle
 import re
 import time
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _chromium import VOID, assert_not_blank, assert_self_contained, dump_dom, points, screenshot
+from _chromium import (
+    PageParser,
+    assert_not_blank,
+    assert_self_contained,
+    dump_dom,
+    points,
+    screenshot,
+)
 from _helpers import SHARED_DATA, gpuscope_cli
 
 SNAPSHOTS = SHARED_DATA / "snapshots"
@@ -61,76 +67,47 @@ class MapRow:
     blocks: list[tuple[str, float]] = field(default_factory=list)  # (data-state, width)
 
 
-class PageParser(HTMLParser):
+class SnapshotPage(PageParser):
     """Every element with its attributes; the stacked chart's series; the segment map's
     rows; the text of table cells and of <style>."""
 
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.elements: list[tuple[str, list[tuple[str, str | None]]]] = []
+        super().__init__()
         self.series: list[tuple[str, str]] = []  # (data-series, d) of path.series
         self.maps = 0
         self.rows: list[MapRow] = []
         self.cells: list[str] = []
-        self.styles: list[str] = []
-        self._stack: list[str] = []
         self._map_depth: int | None = None
-        self._capture: str | None = None
-        self._text: list[str] = []
 
     @property
     def in_map(self) -> bool:
         return self._map_depth is not None
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.elements.append((tag, attrs))
-        a = {k: v or "" for k, v in attrs}
-        classes = a.get("class", "").split()
-        if tag in VOID:
-            return
-        self._stack.append(tag)
+    def start(self, tag: str, a: dict[str, str], classes: list[str]) -> None:
         if tag == "svg" and "segment-map" in classes:
             self.maps += 1
-            self._map_depth = len(self._stack)
+            self._map_depth = self.depth
         elif tag == "path" and "series" in classes:
             self.series.append((a.get("data-series", ""), a.get("d", "")))
         elif tag == "rect" and "block" in classes:
             assert self.in_map and self.rows, "a block outside a segment map row"
             self.rows[-1].blocks.append((a.get("data-state", ""), float(a.get("width", "nan"))))
-        elif tag in ("td", "style") or (tag == "text" and self.in_map):
-            self._capture, self._text = tag, []
+        elif tag == "td" or (tag == "text" and self.in_map):
+            self.capture(tag)
 
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.handle_starttag(tag, attrs)
-        if tag not in VOID:
-            self.handle_endtag(tag)
+    def captured(self, tag: str, text: str) -> None:
+        if tag == "td":
+            self.cells.append(text)
+        elif tag == "text":
+            self.rows.append(MapRow(text))
 
-    def handle_data(self, data: str) -> None:
-        if self._capture is not None:
-            self._text.append(data)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == self._capture:
-            content = "".join(self._text)
-            if tag == "td":
-                self.cells.append(content)
-            elif tag == "style":
-                self.styles.append(content)
-            elif tag == "text":
-                self.rows.append(MapRow(content))
-            self._capture = None
-        if tag in self._stack:
-            while self._stack and self._stack.pop() != tag:
-                pass
-        if self._map_depth is not None and len(self._stack) < self._map_depth:
+    def end(self, tag: str) -> None:
+        if self._map_depth is not None and self.depth < self._map_depth:
             self._map_depth = None
 
 
-def parse(source: str) -> PageParser:
-    parser = PageParser()
-    parser.feed(source)
-    parser.close()
-    return parser
+def parse(source: str) -> SnapshotPage:
+    return SnapshotPage.parse(source)
 
 
 def short_site(site: str) -> str:

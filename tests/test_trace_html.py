@@ -16,14 +16,13 @@ import html as html_lib
 import json
 import re
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from _chromium import (
-    VOID,
+    PageParser,
     assert_not_blank,
     assert_self_contained,
     dump_dom,
@@ -134,24 +133,19 @@ class Section:
         return [c for c in self.charts if c.title == title]
 
 
-class PageParser(HTMLParser):
+class TracePage(PageParser):
     """The rank sections with their headings, charts and table cells; the rest of the page
     as one more section; every element with its attributes; the text of <style>."""
 
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
+        super().__init__()
         self.page = Section()
         self.sections: list[Section] = []
         self.h1: list[str] = []
         self.h2: list[str] = []  # every h2, inside sections or not
-        self.elements: list[tuple[str, list[tuple[str, str | None]]]] = []
-        self.styles: list[str] = []
-        self._stack: list[str] = []
         self._section: Section | None = None
         self._section_depth = 0
         self._chart: Chart | None = None
-        self._capture: str | None = None
-        self._text: list[str] = []
 
     @property
     def here(self) -> Section:
@@ -161,19 +155,13 @@ class PageParser(HTMLParser):
         """The first <title> of a chart's <svg> is the chart's; the legend's are names."""
         return tag == "title" and self._chart is not None and not self._chart.title
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.elements.append((tag, attrs))
-        a = {k: v or "" for k, v in attrs}
-        classes = a.get("class", "").split()
-        if tag in VOID:
-            return
-        self._stack.append(tag)
+    def start(self, tag: str, a: dict[str, str], classes: list[str]) -> None:
         if tag == "section" and "rank" in classes:
             self._section = Section()
             self.sections.append(self._section)
-            self._section_depth = len(self._stack)
-        elif tag in ("h1", "h2", "h3", "td", "style") or self.is_chart_title(tag):
-            self._capture, self._text = tag, []
+            self._section_depth = self.depth
+        elif tag in ("h1", "h2", "h3", "td") or self.is_chart_title(tag):
+            self.capture(tag)
         elif tag == "svg" and "chart" in classes:
             self._chart = Chart()
             self.here.charts.append(self._chart)
@@ -181,47 +169,29 @@ class PageParser(HTMLParser):
             assert self._chart is not None, "a series outside a chart"
             self._chart.series.append((a.get("data-series", ""), a.get("d", "")))
 
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.handle_starttag(tag, attrs)
-        if tag not in VOID:
-            self.handle_endtag(tag)
+    def captured(self, tag: str, text: str) -> None:
+        if tag == "h1":
+            self.h1.append(text)
+        elif tag == "h2":
+            self.h2.append(text)
+            if self._section is not None and not self._section.heading:
+                self._section.heading = text
+        elif tag == "h3":
+            self.here.h3.append(text)
+        elif tag == "td":
+            self.here.cells.append(text)
+        elif tag == "title" and self._chart is not None:
+            self._chart.title = text
 
-    def handle_data(self, data: str) -> None:
-        if self._capture is not None:
-            self._text.append(data)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == self._capture:
-            content = "".join(self._text)
-            if tag == "h1":
-                self.h1.append(content)
-            elif tag == "h2":
-                self.h2.append(content)
-                if self._section is not None and not self._section.heading:
-                    self._section.heading = content
-            elif tag == "h3":
-                self.here.h3.append(content)
-            elif tag == "td":
-                self.here.cells.append(content)
-            elif tag == "style":
-                self.styles.append(content)
-            elif tag == "title" and self._chart is not None:
-                self._chart.title = content
-            self._capture = None
+    def end(self, tag: str) -> None:
         if tag == "svg":
             self._chart = None
-        if tag in self._stack:
-            while self._stack and self._stack.pop() != tag:
-                pass
-        if self._section is not None and len(self._stack) < self._section_depth:
+        if self._section is not None and self.depth < self._section_depth:
             self._section = None
 
 
-def parse(source: str) -> PageParser:
-    parser = PageParser()
-    parser.feed(source)
-    parser.close()
-    return parser
+def parse(source: str) -> TracePage:
+    return TracePage.parse(source)
 
 
 # -------------------------------------------------------------------------- fixtures
