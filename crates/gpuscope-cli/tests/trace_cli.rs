@@ -463,6 +463,39 @@ fn breakdowns_and_top_kernels_are_consistent_on_every_trace() {
 }
 
 #[test]
+fn successive_traces_of_one_rank_are_not_compared_as_ranks() {
+    // What gpuscope.profile leaves in a one-process run's profiler_traces/: several
+    // traces, all rank 0.
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "1795347918418.pt.trace.json.gz",
+        "1795347918443.pt.trace.json.gz",
+    ] {
+        std::fs::copy(
+            traces_dir().join("sampled_rank0.json.gz"),
+            dir.path().join(name),
+        )
+        .unwrap();
+    }
+    let doc = json_doc(
+        &trace([dir.path().as_os_str(), "--format".as_ref(), "json".as_ref()]),
+        "one rank twice",
+    );
+    assert_eq!(doc["ranks"].as_array().map(Vec::len), Some(2));
+    assert!(doc.get("rank_comparison").is_none(), "{doc}");
+    // Two different ranks are compared.
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["sampled_rank0.json.gz", "sampled_rank1.json.gz"] {
+        std::fs::copy(traces_dir().join(name), dir.path().join(name)).unwrap();
+    }
+    let doc = json_doc(
+        &trace([dir.path().as_os_str(), "--format".as_ref(), "json".as_ref()]),
+        "two ranks",
+    );
+    assert!(doc.get("rank_comparison").is_some(), "two ranks, compared");
+}
+
+#[test]
 fn a_directory_is_every_rank_in_rank_order() {
     let dir = tempfile::tempdir().unwrap();
     // File names sort opposite to the ranks (which the traces' distributedInfo gives).

@@ -45,6 +45,14 @@ pub struct RankComparison {
 
 /// The comparison of `ranks`; `None` for fewer than two ranks with GPU work.
 pub fn compare_ranks(ranks: &[RankReport]) -> Option<RankComparison> {
+    // Several traces of one rank (successive profiler cycles of one process) are not
+    // ranks to compare.
+    let mut seen: Vec<u32> = ranks.iter().map(|r| r.rank).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    if seen.len() < ranks.len() {
+        return None;
+    }
     let figures: Vec<RankFigures> = ranks
         .iter()
         .filter_map(|r| {
