@@ -772,3 +772,46 @@ def test_cuda_event_timing_and_memory(tmp_path: Path) -> None:
             assert sections["matmul"]["net_bytes"] == 0
     assert all(s["share_percent"] is None for s in records[0]["sections"].values())
     assert all(s["share_percent"] is not None for s in records[3]["sections"].values())
+
+
+def test_report_names_the_section_that_grew(tmp_path: Path) -> None:
+    """`gpuscope report` puts the section whose time per call rose over the run first,
+    with its early and late means; a steady one has a growth near 0. The growth and the
+    means are computed here from the JSONL records, as the report defines them (calls and
+    total ms summed over the first and the last third of the records)."""
+    torch.manual_seed(0)
+    model = nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=3)
+    with scope:
+        for it in range(18):
+            with scope.section("slowing"):
+                time.sleep((1 + it // 6 * 3) / 1e3)  # 1 ms, then 4 ms, then 7 ms
+            with scope.section("steady"):
+                time.sleep(1 / 1e3)
+            opt.zero_grad()
+            model(torch.randn(2, 8)).sum().backward()
+            opt.step()
+            scope.step(it)
+    records = [r for r in jsonl(tmp_path) if "sections" in r]
+    third = len(records) // 3
+
+    def per_call(rs: list[dict[str, Any]], path: str) -> float:
+        calls = sum(r["sections"][path]["calls"] for r in rs)
+        return sum(r["sections"][path]["total_ms"] for r in rs) / calls
+
+    out = gpuscope_cli("report", tmp_path, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    trends = json.loads(out.stdout)["runs"][0]["sections"]
+    assert [t["path"] for t in trends] == ["slowing", "steady"]
+    slowing = trends[0]
+    early, late = per_call(records[:third], "slowing"), per_call(records[-third:], "slowing")
+    assert slowing["early_mean_ms"] == pytest.approx(early)
+    assert slowing["late_mean_ms"] == pytest.approx(late)
+    assert slowing["growth_percent"] == pytest.approx((late / early - 1) * 100)
+    assert slowing["growth_percent"] > 100
+    assert trends[1]["growth_percent"] < slowing["growth_percent"]
+    text = gpuscope_cli("report", tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert "Timed sections" in text.stdout
+    assert "slowing grew the most" in text.stdout

@@ -6,6 +6,7 @@ pub mod leak;
 pub mod losses;
 pub mod oom;
 pub mod report;
+pub mod sections;
 pub mod snapshot;
 pub mod spread;
 pub mod summary;

@@ -12,6 +12,7 @@ use super::compare::{compare, Comparison};
 use super::leak::{self, LeakAnalysis};
 use super::losses::{self, LossAnalysis};
 use super::oom::{self, OomEstimate};
+use super::sections::{section_trends, SectionTrend};
 use super::spread::{spread, RankSpread};
 use super::summary::{summarize, Summary};
 use super::timeline::{timeline, Timeline};
@@ -48,6 +49,9 @@ pub struct RunReport {
     pub skipped: Vec<String>,
     /// The figures over iterations, at [`TIMELINE_POINTS`] points or fewer.
     pub timeline: Timeline,
+    /// Timed sections over the run, the one that grew most first; empty for runs that
+    /// time none.
+    pub sections: Vec<SectionTrend>,
 }
 
 /// The report on several runs.
@@ -97,6 +101,7 @@ pub fn report(runs: &[(PathBuf, Vec<RankRecords>)]) -> Report {
 fn run_report(path: &std::path::Path, rank: &RankRecords) -> Option<RunReport> {
     let last = rank.records.last()?;
     let leak = leak::analyze(&rank.records);
+    let losses = losses::analyze(&rank.records);
     Some(RunReport {
         path: path.to_path_buf(),
         rank: rank.rank,
@@ -106,7 +111,8 @@ fn run_report(path: &std::path::Path, rank: &RankRecords) -> Option<RunReport> {
         leak,
         fragmentation: fragmentation(last),
         advice: advise(last),
-        losses: losses::analyze(&rank.records),
+        sections: section_trends(&rank.records, &losses.phases),
+        losses,
         skipped: rank
             .skipped
             .iter()

@@ -8,12 +8,13 @@ use crate::analysis::compare::Comparison;
 use crate::analysis::leak::LeakAnalysis;
 use crate::analysis::losses::LossAnalysis;
 use crate::analysis::report::Report;
+use crate::analysis::sections::SectionTrend;
 use crate::analysis::spread::RankSpread;
 use crate::analysis::summary::Figures;
 use crate::model::memory::{mb, mb_signed, percent};
 
 use super::timeline;
-use crate::render::paragraph;
+use crate::render::{paragraph, right_align, table};
 
 const RULE: &str =
     "================================================================================";
@@ -111,6 +112,7 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
             paragraph(out, &line, width)?;
         }
         losses(out, &run.losses, width)?;
+        sections(out, &run.sections, width)?;
         for line in run.skipped.iter().take(5) {
             writeln!(out, "skipped: {line}")?;
         }
@@ -252,6 +254,59 @@ fn trends(out: &mut dyn Write, analysis: &LeakAnalysis, width: u16) -> io::Resul
         &format!("Leak: {verdict} — {}", analysis.leak.reason),
         width,
     )
+}
+
+/// The timed sections as a tree (children under their parent), with growth and phases.
+fn sections(out: &mut dyn Write, trends: &[SectionTrend], width: u16) -> io::Result<()> {
+    if trends.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Timed sections (ms per call; growth: last third of the run vs first):"
+    )?;
+    let mut t = table(width);
+    t.set_header(vec!["section", "mean", "p95 max", "share", "growth"]);
+    let mut ordered: Vec<&SectionTrend> = trends.iter().collect();
+    ordered.sort_by(|a, b| a.path.cmp(&b.path));
+    for s in ordered {
+        let depth = s.path.matches('/').count();
+        let name = s.path.rsplit('/').next().unwrap_or(&s.path);
+        t.add_row(vec![
+            format!("{}{name}", "  ".repeat(depth)),
+            format!("{:.2}", s.mean_ms),
+            format!("{:.2}", s.worst_p95_ms),
+            s.share_percent.map_or("–".into(), |p| format!("{p:.0}%")),
+            s.growth_percent.map_or("–".into(), |g| format!("{g:+.0}%")),
+        ]);
+    }
+    right_align(&mut t, &[1, 2, 3, 4]);
+    writeln!(out, "{t}")?;
+    if let Some(grew) = trends
+        .first()
+        .filter(|s| s.growth_percent.is_some_and(|g| g >= 20.0))
+    {
+        let phases: Vec<String> = grew
+            .phases
+            .iter()
+            .map(|p| format!("{}–{}: {:.2} ms", p.from, p.to, p.mean_ms))
+            .collect();
+        let by_phase = if phases.is_empty() {
+            String::new()
+        } else {
+            format!(" By loss phase: {}.", phases.join(", "))
+        };
+        paragraph(
+            out,
+            &format!(
+                "{} grew the most: {:.2} → {:.2} ms per call.{by_phase}",
+                grew.path, grew.early_mean_ms, grew.late_mean_ms
+            ),
+            width,
+        )?;
+    }
+    Ok(())
 }
 
 fn losses(out: &mut dyn Write, analysis: &LossAnalysis, width: u16) -> io::Result<()> {
