@@ -49,6 +49,7 @@ fn record(iteration: i64, allocator: Option<AllocatorStats>) -> MemoryRecord {
         },
         losses: BTreeMap::from([("rendering".into(), 0.5), ("total".into(), 0.75)]),
         sections: BTreeMap::new(),
+        gradients: None,
     }
 }
 

@@ -30,6 +30,7 @@ import torch
 from gpuscope import _native
 from gpuscope.memory.allocator import allocator_stats
 from gpuscope.memory.census import CensusTaker, scan_heap
+from gpuscope.memory.gradients import GradientFlow
 from gpuscope.memory.schedule import Schedule
 from gpuscope.memory.sections import Section, Sections
 from gpuscope.memory.snapshots import dump_snapshot, iteration_snapshot_path, start_history
@@ -106,6 +107,7 @@ class MemoryProfiler:
         self._sampler: Any = None
         self._paths: list[Path] = []
         self._sections = Sections(self.device, lambda: self.census.take().total)
+        self._gradients = GradientFlow(model, optimizer, module_depth)
         self._sections.measure_memory = self.schedule.due(0)
         if self.enabled:
             self._guarded(
@@ -136,6 +138,20 @@ class MemoryProfiler:
             self._guarded("saving an allocator snapshot", self._snapshot, iteration)
         self._sections.measure_memory = self.schedule.due(iteration + 1)
         self._sections.restart()
+
+    def record_gradients(self, iteration: int, clip_max_norm: float | None = None) -> None:
+        """Call after ``loss.backward()`` and before ``optimizer.step()`` (and before
+        ``clip_grad_norm_``, with its ``max_norm``): on iterations the schedule records,
+        measures the global, per-group and per-module gradient norms and the share of
+        zero gradients; with ``clip_max_norm``, counts on every call how often clipping
+        scales the gradients down. The next record carries it (``gradients``)."""
+        if not self.enabled:
+            return
+        due = self.schedule.due(iteration)
+        if due or clip_max_norm is not None:
+            self._guarded(
+                "measuring gradients", self._gradients.measure, iteration, clip_max_norm, due
+            )
 
     def section(self, name: str) -> Section | _Nothing:
         """Times a named part of the iteration: ``with scope.section("render"):`` or
@@ -336,6 +352,7 @@ class MemoryProfiler:
             "losses": _losses(losses, loss),
             # Only runs that time sections have them, in the JSONL as here.
             **({"sections": sections} if (sections := self._sections.take()) else {}),
+            **({"gradients": g} if (g := self._gradients.take()) is not None else {}),
         }
 
     def _track_peaks(self, record: dict[str, Any]) -> None:

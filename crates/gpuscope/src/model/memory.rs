@@ -53,6 +53,37 @@ pub struct MemoryRecord {
     /// runs that time none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sections: BTreeMap<String, SectionStats>,
+    /// Gradient flow at the last `record_gradients` call before this record; absent from
+    /// runs that do not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradients: Option<GradientStats>,
+}
+
+/// Gradient norms after `backward()`, before the optimizer step. Norms are L2 over the
+/// gradients' elements; JSON has no infinity or NaN, so a non-finite norm is `null`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GradientStats {
+    /// The iteration it was measured at.
+    pub iteration: i64,
+    /// Norm over every parameter's gradient.
+    pub global_norm: Option<f64>,
+    /// Norm per optimizer parameter group, in group order.
+    pub group_norms: Vec<Option<f64>>,
+    /// Norm per submodule (the memory breakdown's depth), by qualified name.
+    pub module_norms: BTreeMap<String, Option<f64>>,
+    /// Share of gradient elements that are exactly zero, percent.
+    pub zero_percent: f64,
+    /// Parameters that require a gradient but have none.
+    pub missing: u64,
+    /// With clipping: the max norm, and over the iterations since the previous record how
+    /// often the global norm exceeded it and the mean factor it was scaled by when it did.
+    pub clip_max_norm: Option<f64>,
+    /// Iterations measured since the previous record.
+    pub measured: u64,
+    /// Of those, the ones clipping scaled down.
+    pub clipped: u64,
+    /// Mean of max_norm / global_norm over the clipped ones.
+    pub mean_clip_factor: Option<f64>,
 }
 
 /// One timed section's figures over a record's interval: wall time on CPU, GPU time from

@@ -396,6 +396,7 @@ mod tests {
             system: Default::default(),
             losses: Default::default(),
             sections: Default::default(),
+            gradients: None,
         };
         let mut text = format_block(&r, "2026-01-28 14:02:05");
         text.push_str("junk line\n");

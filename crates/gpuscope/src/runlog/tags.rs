@@ -88,6 +88,33 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
     for (path, section) in &record.sections {
         push(format!("Time/{path}_ms"), section.mean_ms);
     }
+    if let Some(g) = &record.gradients {
+        let norms = g
+            .global_norm
+            .map(|n| ("Grad/global_norm".to_owned(), n))
+            .into_iter()
+            .chain(
+                g.group_norms
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, n)| n.map(|n| (format!("Grad/group_{k}_norm"), n))),
+            )
+            .chain(
+                g.module_norms
+                    .iter()
+                    .filter_map(|(m, n)| n.map(|n| (format!("Grad/module/{m}_norm"), n))),
+            );
+        for (tag, value) in norms {
+            push(tag, value);
+        }
+        push("Grad/zero_percent".into(), g.zero_percent);
+        if g.clip_max_norm.is_some() && g.measured > 0 {
+            push(
+                "Grad/clipped_percent".into(),
+                g.clipped as f64 * 100.0 / g.measured as f64,
+            );
+        }
+    }
     for (name, value) in &record.losses {
         let tag = if name == "total" {
             "Loss/total".to_owned()

@@ -138,6 +138,7 @@ mod tests {
             system: SystemStats::default(),
             losses: Default::default(),
             sections: Default::default(),
+            gradients: None,
         }
     }
 

@@ -1,0 +1,103 @@
+"""Gradient flow: norms of the gradients after ``backward()`` and before the optimizer
+step, globally, per parameter group and per submodule, the share of zero gradients, and
+how often clipping bit (seed 001's wish list).
+
+The norms come from one ``torch._foreach_norm`` over all gradients (one kernel launch per
+batch of tensors on CUDA, no Python loop over elements); group and module norms combine
+the per-tensor norms (the L2 norm of a set of tensors is the L2 norm of their norms).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+__all__ = ["GradientFlow"]
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _combined(norms: Iterable[float]) -> float:
+    return math.sqrt(sum(n * n for n in norms))
+
+
+class GradientFlow:
+    """Measures gradients of ``model``'s parameters (grouped by ``optimizer``'s groups
+    when given, and by submodule up to ``module_depth`` dots)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module | None,
+        optimizer: torch.optim.Optimizer | None,
+        module_depth: int,
+    ) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.module_depth = module_depth
+        self._pending: dict[str, Any] | None = None
+        self._measured = 0
+        self._clipped = 0
+        self._factors: list[float] = []
+
+    def _module_of(self, name: str) -> str:
+        parts = name.split(".")[:-1][: self.module_depth]
+        return ".".join(parts) if parts else "(root)"
+
+    def measure(self, iteration: int, clip_max_norm: float | None, full: bool) -> None:
+        """One measurement; ``full`` keeps the norms for the next record (otherwise only
+        the clipping count is kept, which needs the global norm alone)."""
+        if self.model is None:
+            return
+        named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        with_grad = [(n, p) for n, p in named if p.grad is not None]
+        grads = [p.grad for _, p in with_grad if p.grad is not None]
+        norms = (
+            [float(x) for x in torch.stack(torch._foreach_norm(grads)).tolist()] if grads else []
+        )
+        global_norm = _combined(norms)
+        self._measured += 1
+        if clip_max_norm is not None and global_norm > clip_max_norm:
+            self._clipped += 1
+            self._factors.append(clip_max_norm / global_norm)
+        if not full:
+            return
+        by_id = {id(p): k for k, (_, p) in enumerate(with_grad)}
+        groups = []
+        if self.optimizer is not None:
+            for g in self.optimizer.param_groups:
+                ks = [by_id[id(p)] for p in g["params"] if id(p) in by_id]
+                groups.append(_finite(_combined(norms[k] for k in ks)))
+        modules: dict[str, list[float]] = {}
+        for (name, _), n in zip(with_grad, norms, strict=True):
+            modules.setdefault(self._module_of(name), []).append(n)
+        zeros = sum(int(g.numel() - torch.count_nonzero(g)) for g in grads)
+        elements = sum(g.numel() for g in grads)
+        self._pending = {
+            "iteration": int(iteration),
+            "global_norm": _finite(global_norm),
+            "group_norms": groups,
+            "module_norms": {m: _finite(_combined(ns)) for m, ns in modules.items()},
+            "zero_percent": zeros * 100.0 / elements if elements else 0.0,
+            "missing": len(named) - len(with_grad),
+            "clip_max_norm": clip_max_norm,
+        }
+
+    def take(self) -> dict[str, Any] | None:
+        """The latest full measurement with the clipping counts since the last call."""
+        if self._pending is None:
+            return None
+        out = {
+            **self._pending,
+            "measured": self._measured,
+            "clipped": self._clipped,
+            "mean_clip_factor": sum(self._factors) / len(self._factors) if self._factors else None,
+        }
+        self._pending = None
+        self._measured = self._clipped = 0
+        self._factors = []
+        return out
