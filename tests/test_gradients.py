@@ -33,10 +33,11 @@ def test_norms_zeros_and_clipping_match_torch(tmp_path: Path) -> None:
     backward; clipping is counted on every call in between."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
-    opt = torch.optim.SGD(
-        [{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 0.1}],
-        lr=0.01,
-    )
+    groups: list[dict[str, Any]] = [
+        {"params": model[0].parameters()},
+        {"params": model[2].parameters(), "lr": 0.1},
+    ]
+    opt = torch.optim.SGD(groups, lr=0.01)
     max_norm = 1.0
     expected: dict[int, dict[str, Any]] = {}
     clipped_since: list[float] = []
