@@ -55,16 +55,9 @@ fn summarize_trace(
 /// The `gpuscope trace --format json` document of the trace(s) at `path`, as a dict.
 #[pyfunction]
 fn analyze_trace(py: Python<'_>, path: PathBuf) -> PyResult<Py<PyAny>> {
-    let doc = py
-        .detach(|| -> gpuscope::Result<serde_json::Value> {
-            let ranks = analysed(&path)?;
-            let comparison = compare_ranks(&ranks);
-            let mut json = Vec::new();
-            render::json(&ranks, comparison.as_ref(), "exact", &mut json)
-                .map_err(|e| Error::io(&path, e))?;
-            serde_json::from_slice(&json).map_err(|e| Error::io(&path, std::io::Error::other(e)))
-        })
-        .py_err()?;
+    let ranks = py.detach(|| analysed(&path)).py_err()?;
+    let comparison = compare_ranks(&ranks);
+    let doc = render::document(&ranks, comparison.as_ref(), "exact");
     Ok(pythonize::pythonize(py, &doc)?.unbind())
 }
 

@@ -19,8 +19,10 @@ pub const SCHEMA: &str = "gpuscope.trace/1";
 /// JSON schema name and version of [`diff_json`]'s output.
 pub const DIFF_SCHEMA: &str = "gpuscope.trace-diff/1";
 
+/// The `gpuscope.trace/1` document, for [`json`] and for callers that hand it on as data
+/// (the Python bindings).
 #[derive(Serialize)]
-struct JsonDoc<'a> {
+pub struct JsonDoc<'a> {
     schema: &'static str,
     clock: &'static str,
     ranks: &'a [RankReport],
@@ -28,20 +30,28 @@ struct JsonDoc<'a> {
     rank_comparison: Option<&'a RankComparison>,
 }
 
-/// The `gpuscope.trace/1` document; `clock` says how times were taken (`exact`,
-/// `hta-rounded`).
+/// The document of `ranks`; `clock` says how times were taken (`exact`, `hta-rounded`).
+pub fn document<'a>(
+    ranks: &'a [RankReport],
+    comparison: Option<&'a RankComparison>,
+    clock: &'static str,
+) -> JsonDoc<'a> {
+    JsonDoc {
+        schema: SCHEMA,
+        clock,
+        ranks,
+        rank_comparison: comparison,
+    }
+}
+
+/// The `gpuscope.trace/1` document as pretty JSON.
 pub fn json(
     ranks: &[RankReport],
     comparison: Option<&RankComparison>,
     clock: &'static str,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let doc = JsonDoc {
-        schema: SCHEMA,
-        clock,
-        ranks,
-        rank_comparison: comparison,
-    };
+    let doc = document(ranks, comparison, clock);
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
     writeln!(out)
 }

@@ -403,11 +403,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_peak_counts_what_was_alive_before_the_trace() {
+    /// Stacks holding one user frame, and that frame's stack.
+    fn user_stack() -> (Stacks, StackId) {
         let mut stacks = Stacks::default();
         let f = stacks.frame("step", "/home/u/train.py", 7);
         let user = stacks.stack(vec![f]);
+        (stacks, user)
+    }
+
+    fn replayed(trace: Vec<TraceEntry>, stacks: Stacks, alive: u64) -> DeviceReplay {
+        let s = snapshot(trace, stacks, alive);
+        let mut sites = Sites::new(&s.stacks, 1);
+        replay(&s, 0, &mut sites, 10)
+    }
+
+    #[test]
+    fn the_peak_counts_what_was_alive_before_the_trace() {
+        let (stacks, user) = user_stack();
         // 100 bytes alive before; the trace allocates 300 and 200, frees the 300, then
         // frees 40 bytes allocated before it, and OOMs on 900.
         let trace = vec![
@@ -418,9 +430,7 @@ mod tests {
             entry(Action::FreeCompleted, 9, 40, NO_STACK),
             entry(Action::Oom, 0, 900, user),
         ];
-        let s = snapshot(trace, stacks, 260);
-        let mut sites = Sites::new(&s.stacks, 1);
-        let r = replay(&s, 0, &mut sites, 10);
+        let r = replayed(trace, stacks, 260);
         assert_eq!(r.trace_net_delta_bytes, 160);
         assert_eq!(r.allocated_before_trace_bytes, 100);
         assert_eq!(r.trace_live_delta_peak_bytes, 500);
@@ -455,9 +465,7 @@ mod tests {
 
     #[test]
     fn a_block_freed_but_pending_is_no_leak_candidate() {
-        let mut stacks = Stacks::default();
-        let f = stacks.frame("step", "/home/u/train.py", 7);
-        let user = stacks.stack(vec![f]);
+        let (stacks, user) = user_stack();
         let trace = vec![
             entry(Action::Alloc, 1, 300, user),
             entry(Action::Alloc, 2, 200, user),
@@ -466,9 +474,7 @@ mod tests {
             entry(Action::FreeRequested, 1, 300, user),
             entry(Action::FreeCompleted, 99, 1, NO_STACK),
         ];
-        let s = snapshot(trace, stacks, 350);
-        let mut sites = Sites::new(&s.stacks, 1);
-        let r = replay(&s, 0, &mut sites, 10);
+        let r = replayed(trace, stacks, 350);
         // Block 1 still counts as allocated (its free has not completed)...
         assert_eq!(r.trace_net_delta_bytes, 349);
         // ...but only block 3 was never freed by the program.
