@@ -29,6 +29,7 @@ from gpuscope.profiling import ProfileSession, ProfilingConfig, profile
 
 if TYPE_CHECKING:
     from gpuscope.memory import MemoryProfiler, Schedule
+    from gpuscope.memory.nonfinite import NonfiniteError, NonfiniteFinding, find_nonfinite
     from gpuscope.memory.snapshots import oom_guard
 
 # Names whose modules need torch, imported on first access (PEP 562).
@@ -36,6 +37,9 @@ _NEEDS_TORCH = {
     "MemoryProfiler": "gpuscope.memory",
     "Schedule": "gpuscope.memory",
     "oom_guard": "gpuscope.memory.snapshots",
+    "NonfiniteError": "gpuscope.memory.nonfinite",
+    "NonfiniteFinding": "gpuscope.memory.nonfinite",
+    "find_nonfinite": "gpuscope.memory.nonfinite",
 }
 
 
@@ -55,6 +59,8 @@ __all__ = [
     "EventWriter",
     "GpuscopeError",
     "MemoryProfiler",
+    "NonfiniteError",
+    "NonfiniteFinding",
     "ProfileSession",
     "ProfilingConfig",
     "Schedule",
@@ -64,6 +70,7 @@ __all__ = [
     "add_argparse_flags",
     "analyze_snapshot",
     "capture",
+    "find_nonfinite",
     "nvtx",
     "oom_guard",
     "profile",

@@ -8,12 +8,18 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use gpuscope::analysis::health::diagnose;
 use gpuscope::host::ProcessSampler;
+use gpuscope::model::health::NonfiniteEvent;
 use gpuscope::model::memory::MemoryRecord;
+use gpuscope::render::health::nonfinite_report;
 use gpuscope::runlog::{RunWriter, RunWriterOptions};
 
 use crate::error::IntoPy;
 use crate::writers;
+
+/// Columns of a non-finite event's report: read in a terminal or an editor.
+const REPORT_WIDTH: u16 = 80;
 
 /// Writes memory records (plain dicts shaped like a `profiles/memory.jsonl` line) to the
 /// JSONL, the seed-format text log and TensorBoard, on background threads.
@@ -72,6 +78,31 @@ impl PyRunWriter {
         let record: MemoryRecord = pythonize::depythonize(record.as_any())
             .map_err(|e| PyValueError::new_err(format!("not a memory record: {e}")))?;
         self.writer()?.write(&record).py_err()
+    }
+
+    /// Writes a non-finite event now (a dict shaped like a `profiles/nonfinite.jsonl`
+    /// line) and, when `report`, its human report; returns the report's path.
+    #[pyo3(signature = (event, report=true))]
+    fn write_nonfinite(
+        &self,
+        py: Python<'_>,
+        event: &Bound<'_, PyDict>,
+        report: bool,
+    ) -> PyResult<Option<PathBuf>> {
+        let mut event: NonfiniteEvent = pythonize::depythonize(event.as_any())
+            .map_err(|e| PyValueError::new_err(format!("not a non-finite event: {e}")))?;
+        let writer = self.writer()?;
+        py.detach(|| {
+            let text = report.then(|| {
+                let mut text = Vec::new();
+                nonfinite_report(&event, &diagnose(&event), REPORT_WIDTH, &mut text).map(|()| text)
+            });
+            let text = text
+                .transpose()
+                .map_err(|e| gpuscope::Error::io(&self.paths[0], e))?;
+            writer.write_nonfinite(&mut event, text.as_deref())
+        })
+        .py_err()
     }
 
     /// One extra scalar in the run's TensorBoard file (no-op without TensorBoard).

@@ -31,6 +31,7 @@ from gpuscope import _native
 from gpuscope.memory.allocator import allocator_stats
 from gpuscope.memory.census import CensusTaker, scan_heap
 from gpuscope.memory.gradients import GradientFlow
+from gpuscope.memory.nonfinite import NonfiniteCheck, Policy
 from gpuscope.memory.schedule import Schedule
 from gpuscope.memory.sections import Section, Sections
 from gpuscope.memory.snapshots import dump_snapshot, iteration_snapshot_path, start_history
@@ -83,6 +84,8 @@ class MemoryProfiler:
         tensorboard: bool = True,
         text_log: bool = True,
         flush_secs: float = 2.0,
+        on_nonfinite: Policy = "continue",
+        nonfinite_history: int = 20,
         enabled: bool = True,
     ) -> None:
         if scan not in ("fast", "gc"):
@@ -109,6 +112,9 @@ class MemoryProfiler:
         self._sections = Sections(self.device, lambda: self.census.take().total)
         self._gradients = GradientFlow(model, optimizer, module_depth)
         self._sections.measure_memory = self.schedule.due(0)
+        self._nonfinite = NonfiniteCheck(
+            model, on_nonfinite, nonfinite_history, self._write_nonfinite, self.rank
+        )
         if self.enabled:
             self._guarded(
                 "opening the run directory",
@@ -152,6 +158,33 @@ class MemoryProfiler:
             self._guarded(
                 "measuring gradients", self._gradients.measure, iteration, clip_max_norm, due
             )
+
+    def check_finite(
+        self,
+        iteration: int,
+        losses: Mapping[str, Any] | None = None,
+        loss: Any = None,
+    ) -> bool:
+        """Call every iteration after ``loss.backward()`` and before ``optimizer.step()``:
+        checks that the loss components and the gradients are finite (one device sync).
+        When they are not, writes ``profiles/nonfinite.iter<N>.txt`` (which component went
+        first, which parameters have NaN/Inf gradients, the last iterations' losses) and a
+        ``nonfinite`` line of ``profiles/nonfinite.jsonl``, warns once, then does what
+        ``on_nonfinite`` says: ``"raise"`` :class:`NonfiniteError`, ``"skip"`` the step
+        (its gradients are dropped, so ``optimizer.step()`` changes nothing), or
+        ``"continue"``. Returns whether the optimizer should step."""
+        if not self.enabled:
+            return True
+        outcome = self._guarded(
+            "checking for non-finite values", self._nonfinite.check, iteration, losses, loss
+        )
+        if outcome is None:
+            return True
+        proceed, error = outcome
+        if error is not None:
+            self.flush()
+            raise error
+        return bool(proceed)
 
     def section(self, name: str) -> Section | _Nothing:
         """Times a named part of the iteration: ``with scope.section("render"):`` or
@@ -265,6 +298,16 @@ class MemoryProfiler:
                 f"snapshot_at={sorted(self.snapshot_at)} needs CUDA, which is not available; "
                 "no snapshots will be saved",
             )
+
+    def _write_nonfinite(self, event: dict[str, Any], report: bool) -> Path | None:
+        """Writes a non-finite event; a failure is reported and the check goes on to
+        apply its policy."""
+        if self._writer is None:
+            return None
+        path = self._guarded(
+            "writing a non-finite event", self._writer.write_nonfinite, event, report
+        )
+        return Path(path) if path is not None else None
 
     def _snapshot(self, iteration: int) -> None:
         rank = self.rank if self.ranked else None

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::advice::{advise, fragmentation, Advice, Fragmentation};
 use super::compare::{compare, Comparison};
+use super::health::{diagnose_all, DiagnosedEvent};
 use super::leak::{self, LeakAnalysis};
 use super::losses::{self, LossAnalysis};
 use super::oom::{self, OomEstimate};
@@ -52,6 +53,9 @@ pub struct RunReport {
     /// Timed sections over the run, the one that grew most first; empty for runs that
     /// time none.
     pub sections: Vec<SectionTrend>,
+    /// Iterations where a loss or the gradients were NaN or infinite, read; empty when
+    /// there were none (or the run did not check).
+    pub nonfinite: Vec<DiagnosedEvent>,
 }
 
 /// The report on several runs.
@@ -119,5 +123,6 @@ fn run_report(path: &std::path::Path, rank: &RankRecords) -> Option<RunReport> {
             .map(|(file, s)| s.describe(file))
             .collect(),
         timeline: timeline(&rank.records, TIMELINE_POINTS),
+        nonfinite: diagnose_all(&rank.nonfinite),
     })
 }

@@ -46,7 +46,7 @@ pub struct MemoryRecord {
     /// Loss components by name, and `total`. JSON has no NaN or infinity, so those are
     /// written as the strings `"NaN"`, `"Infinity"`, `"-Infinity"` (which Python's
     /// `float()` reads): a diverged loss stays visible.
-    #[serde(with = "loss_values")]
+    #[serde(with = "super::spelled::map")]
     pub losses: BTreeMap<String, f64>,
     /// Timed sections (`scope.section("render")`) over the iterations since the previous
     /// record, by path (`forward/attention` for a section inside another). Absent from
@@ -252,58 +252,6 @@ pub struct SystemStats {
     pub cpu_percent: Option<f64>,
     /// Host memory in use, in percent.
     pub ram_percent: Option<f64>,
-}
-
-/// (De)serialises loss values, spelling non-finite ones as strings.
-mod loss_values {
-    use std::collections::BTreeMap;
-
-    use serde::de::Error as _;
-    use serde::ser::SerializeMap;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(map: &BTreeMap<String, f64>, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_map(Some(map.len()))?;
-        for (name, &value) in map {
-            match value {
-                v if v.is_finite() => out.serialize_entry(name, &v)?,
-                v if v.is_nan() => out.serialize_entry(name, "NaN")?,
-                v if v > 0.0 => out.serialize_entry(name, "Infinity")?,
-                _ => out.serialize_entry(name, "-Infinity")?,
-            }
-        }
-        out.end()
-    }
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Spelled {
-        Number(f64),
-        Word(String),
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, f64>, D::Error> {
-        let raw = BTreeMap::<String, Option<Spelled>>::deserialize(d)?;
-        raw.into_iter()
-            .map(|(name, value)| {
-                let v = match value {
-                    Some(Spelled::Number(v)) => v,
-                    None => f64::NAN, // older writers put null
-                    Some(Spelled::Word(w)) => match w.as_str() {
-                        "NaN" => f64::NAN,
-                        "Infinity" => f64::INFINITY,
-                        "-Infinity" => f64::NEG_INFINITY,
-                        other => {
-                            return Err(D::Error::custom(format!(
-                                "loss {name}: {other:?} is not a number"
-                            )))
-                        }
-                    },
-                };
-                Ok((name, v))
-            })
-            .collect()
-    }
 }
 
 /// `part / whole` in percent, 0 when `whole` is 0.

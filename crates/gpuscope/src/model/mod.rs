@@ -1,7 +1,9 @@
 //! Plain typed data that the formats produce and the analyses consume. No I/O here.
 
+pub mod health;
 pub mod memory;
 pub mod names;
 pub mod snapshot;
+pub mod spelled;
 pub mod tensorboard;
 pub mod trace;

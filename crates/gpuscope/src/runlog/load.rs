@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::from_tensorboard::records_from_series;
 use super::read::{read_jsonl, read_text_log, ReadRecords, Skipped};
+use crate::model::health::NonfiniteEvent;
 use crate::model::memory::MemoryRecord;
 use crate::progress::Progress;
 use crate::tfevents::load::{load_log_dir, LoadOptions};
@@ -25,6 +26,8 @@ pub struct RankRecords {
     pub records: Vec<MemoryRecord>,
     /// Lines skipped, with their file.
     pub skipped: Vec<(PathBuf, Skipped)>,
+    /// Non-finite events (`profiles/nonfinite*.jsonl` beside the records), by iteration.
+    pub nonfinite: Vec<NonfiniteEvent>,
 }
 
 /// Where a run's records are.
@@ -90,10 +93,46 @@ fn read_files(files: Vec<PathBuf>, progress: &mut dyn FnMut(u64, u64)) -> Result
                 files: vec![file.clone()],
                 skipped: skipped.collect(),
                 records: read.records,
+                nonfinite: Vec::new(),
             }),
         }
     }
+    for r in &mut ranks {
+        read_nonfinite(r)?;
+    }
     Ok(ranks)
+}
+
+/// Adds the non-finite events written beside the rank's first file:
+/// `nonfinite.rank<R>.jsonl`, or `nonfinite.jsonl` for a single process.
+fn read_nonfinite(rank: &mut RankRecords) -> Result<()> {
+    let Some(dir) = rank.files.first().and_then(|f| f.parent()) else {
+        return Ok(());
+    };
+    let mut names = vec![format!("nonfinite.rank{}.jsonl", rank.rank)];
+    if rank.rank == 0 {
+        names.push("nonfinite.jsonl".to_owned());
+    }
+    for path in names.iter().map(|n| dir.join(n)).filter(|p| p.is_file()) {
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<NonfiniteEvent>(line) {
+                Ok(event) => rank.nonfinite.push(event),
+                Err(e) => rank.skipped.push((
+                    path.clone(),
+                    Skipped {
+                        line: i + 1,
+                        reason: format!("not a non-finite event: {e}"),
+                    },
+                )),
+            }
+        }
+    }
+    rank.nonfinite.sort_by_key(|e| e.iteration);
+    Ok(())
 }
 
 /// Each TensorBoard run is a rank: `rank<R>` by its name, else numbered in order. A
@@ -137,6 +176,7 @@ fn read_tensorboard(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Ve
                         .filter(|s| s.run == *run && s.kind == "scalar"),
                 ),
                 skipped,
+                nonfinite: Vec::new(),
             }
         })
         .collect())

@@ -11,6 +11,24 @@ pub fn memory_jsonl(run_dir: &Path, rank: Option<u32>) -> PathBuf {
     run_dir.join("profiles").join(name)
 }
 
+/// `profiles/nonfinite[.rank<R>].jsonl`: the non-finite events of a process.
+pub fn nonfinite_jsonl(run_dir: &Path, rank: Option<u32>) -> PathBuf {
+    let name = match rank {
+        Some(r) => format!("nonfinite.rank{r}.jsonl"),
+        None => "nonfinite.jsonl".to_owned(),
+    };
+    run_dir.join("profiles").join(name)
+}
+
+/// `profiles/nonfinite.iter<N>[.rank<R>].txt`: the human report of one event.
+pub fn nonfinite_report(run_dir: &Path, iteration: i64, rank: Option<u32>) -> PathBuf {
+    let name = match rank {
+        Some(r) => format!("nonfinite.iter{iteration}.rank{r}.txt"),
+        None => format!("nonfinite.iter{iteration}.txt"),
+    };
+    run_dir.join("profiles").join(name)
+}
+
 /// `profiles/tensor_profile_<YYYYmmdd_HHMMSS>[.rank<R>].log`.
 pub fn text_log(run_dir: &Path, stamp: &str, rank: Option<u32>) -> PathBuf {
     let name = match rank {

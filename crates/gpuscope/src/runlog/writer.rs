@@ -4,11 +4,13 @@
 //! through background writer threads.
 
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{names, tags, text_block};
 use crate::batch_writer::{BatchOptions, BatchWriter, OpenMode};
+use crate::model::health::NonfiniteEvent;
 use crate::model::memory::MemoryRecord;
 use crate::tfevents::{EventWriter, WriterOptions};
 use crate::{Error, Result};
@@ -39,6 +41,8 @@ impl Default for RunWriterOptions {
 
 /// The writers of one process's records in one run directory.
 pub struct RunWriter {
+    run_dir: PathBuf,
+    rank: Option<u32>,
     jsonl: BatchWriter,
     text: Option<BatchWriter>,
     tensorboard: Option<EventWriter>,
@@ -78,6 +82,8 @@ impl RunWriter {
             None
         };
         Ok(RunWriter {
+            run_dir: run_dir.to_path_buf(),
+            rank: options.rank,
             jsonl,
             text,
             tensorboard,
@@ -120,6 +126,38 @@ impl RunWriter {
             }
         }
         Ok(())
+    }
+
+    /// Writes a non-finite event at once (training may be about to stop): its human
+    /// report first when given (see `render::health`; the report's path, relative to the
+    /// run directory, goes into the event), then a line of
+    /// `profiles/nonfinite[.rank<R>].jsonl`. Returns the report's path.
+    pub fn write_nonfinite(
+        &self,
+        event: &mut NonfiniteEvent,
+        report: Option<&[u8]>,
+    ) -> Result<Option<PathBuf>> {
+        let report = if let Some(text) = report {
+            let path = names::nonfinite_report(&self.run_dir, event.iteration, self.rank);
+            fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+            event.report = path
+                .strip_prefix(&self.run_dir)
+                .ok()
+                .map(|p| p.display().to_string());
+            Some(path)
+        } else {
+            None
+        };
+        let path = names::nonfinite_jsonl(&self.run_dir, self.rank);
+        let mut line = serde_json::to_vec(event).expect("an event always serialises");
+        line.push(b'\n');
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&line))
+            .map_err(|e| Error::io(&path, e))?;
+        Ok(report)
     }
 
     /// Waits until everything queued is in the files.

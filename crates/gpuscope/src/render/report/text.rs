@@ -5,6 +5,7 @@
 use std::io::{self, Write};
 
 use crate::analysis::compare::Comparison;
+use crate::analysis::health::DiagnosedEvent;
 use crate::analysis::leak::LeakAnalysis;
 use crate::analysis::losses::LossAnalysis;
 use crate::analysis::report::Report;
@@ -113,6 +114,7 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
         }
         losses(out, &run.losses, width)?;
         sections(out, &run.sections, width)?;
+        nonfinite(out, &run.nonfinite, width)?;
         for line in run.skipped.iter().take(5) {
             writeln!(out, "skipped: {line}")?;
         }
@@ -305,6 +307,61 @@ fn sections(out: &mut dyn Write, trends: &[SectionTrend], width: u16) -> io::Res
             ),
             width,
         )?;
+    }
+    Ok(())
+}
+
+/// Each non-finite event in a few lines: what went first, the gradients, what to do.
+fn nonfinite(out: &mut dyn Write, events: &[DiagnosedEvent], width: u16) -> io::Result<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "Non-finite values:")?;
+    for e in events {
+        let what = match &e.diagnosis.first_component {
+            Some(c) => format!("loss component {c} went non-finite first"),
+            None => "losses finite, gradients not".to_owned(),
+        };
+        let params: Vec<&str> = e
+            .event
+            .nonfinite_parameters
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        let params = match params.len() {
+            0 => String::new(),
+            n if n <= 3 => format!("; NaN/Inf gradients in {}", params.join(", ")),
+            n => format!(
+                "; NaN/Inf gradients in {} and {} more",
+                params[..3].join(", "),
+                n - 3
+            ),
+        };
+        let span = match e.events {
+            0 | 1 => format!("Iteration {}", e.event.iteration),
+            n => format!(
+                "Iterations {}–{} ({n} checks in a row)",
+                e.event.iteration, e.last_iteration
+            ),
+        };
+        let report = e
+            .event
+            .report
+            .as_deref()
+            .map(|r| format!(" Report: {r}."))
+            .unwrap_or_default();
+        paragraph(
+            out,
+            &format!(
+                "  {span}: {what}{params}; training was told to {}.{report}",
+                e.event.action
+            ),
+            width,
+        )?;
+    }
+    if let Some(first) = events.first() {
+        paragraph(out, &format!("  {}", first.diagnosis.advice), width)?;
     }
     Ok(())
 }
