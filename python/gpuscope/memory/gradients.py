@@ -1,6 +1,8 @@
 """Gradient flow: norms of the gradients after ``backward()`` and before the optimizer
 step, globally, per parameter group and per submodule, the share of zero gradients, and
-how often clipping bit (seed 001's wish list).
+how often clipping bit (seed 001's wish list); as an opt-in, the update/weight ratio
+(how far the optimizer step moved the weights, relative to their size), which needs a
+copy of the weights from before the step.
 
 The norms come from one ``torch._foreach_norm`` over all gradients (no Python loop over
 elements; its cost for models with thousands of tensors is not benchmarked yet); group
@@ -36,8 +38,12 @@ class GradientFlow:
         model: torch.nn.Module | None,
         optimizer: torch.optim.Optimizer | None,
         module_depth: int,
+        update_ratio: bool = False,
     ) -> None:
         self.model = model
+        self.update_ratio = update_ratio
+        # (module of each parameter, the parameters, their values before the step).
+        self._before: tuple[list[str], list[torch.Tensor], list[torch.Tensor]] | None = None
         self.optimizer = optimizer
         self.module_depth = module_depth
         self._pending: dict[str, Any] | None = None
@@ -76,6 +82,10 @@ class GradientFlow:
         modules: dict[str, list[float]] = {}
         for (name, _), n in zip(with_grad, norms, strict=True):
             modules.setdefault(self._module_of(name), []).append(n)
+        if self.update_ratio:
+            params = [p.detach() for _, p in with_grad]
+            copies = list(torch._foreach_mul(params, 1.0)) if params else []
+            self._before = ([self._module_of(n) for n, _ in with_grad], params, copies)
         zeros = sum(int(g.numel() - torch.count_nonzero(g)) for g in grads)
         elements = sum(g.numel() for g in grads)
         self._pending = {
@@ -87,6 +97,30 @@ class GradientFlow:
             "missing": len(named) - len(with_grad),
             "clip_max_norm": clip_max_norm,
         }
+
+    def after_step(self) -> None:
+        """After the optimizer step of a measured iteration: the update/weight ratios,
+        ‖w_after − w_before‖ / ‖w_before‖, globally and per module."""
+        if self._before is None or self._pending is None:
+            return
+        modules, params, before = self._before
+        self._before = None
+        if not params:
+            return
+        moved = torch._foreach_norm(torch._foreach_sub(params, before))
+        sizes = torch._foreach_norm(before)
+        pairs = torch.stack([*moved, *sizes]).tolist()
+        moved_f, sizes_f = pairs[: len(params)], pairs[len(params) :]
+
+        def ratio(ks: list[int]) -> float | None:
+            size = _combined(sizes_f[k] for k in ks)
+            return _finite(_combined(moved_f[k] for k in ks) / size) if size > 0 else None
+
+        by_module: dict[str, list[int]] = {}
+        for k, m in enumerate(modules):
+            by_module.setdefault(m, []).append(k)
+        self._pending["update_ratio"] = ratio(list(range(len(params))))
+        self._pending["module_update_ratios"] = {m: ratio(ks) for m, ks in by_module.items()}
 
     def take(self) -> dict[str, Any] | None:
         """The latest full measurement with the clipping counts since the last call."""

@@ -84,6 +84,7 @@ class MemoryProfiler:
         tensorboard: bool = True,
         text_log: bool = True,
         flush_secs: float = 2.0,
+        update_ratio: bool = False,
         on_nonfinite: Policy = "continue",
         nonfinite_history: int = 20,
         enabled: bool = True,
@@ -110,7 +111,7 @@ class MemoryProfiler:
         self._sampler: Any = None
         self._paths: list[Path] = []
         self._sections = Sections(self.device, lambda: self.census.take().total)
-        self._gradients = GradientFlow(model, optimizer, module_depth)
+        self._gradients = GradientFlow(model, optimizer, module_depth, update_ratio)
         self._sections.measure_memory = self.schedule.due(0)
         self._nonfinite = NonfiniteCheck(
             model, on_nonfinite, nonfinite_history, self._write_nonfinite, self.rank
@@ -138,6 +139,8 @@ class MemoryProfiler:
             return
         self.last_iteration = iteration
         self._sections.step_done()
+        if self._gradients.update_ratio:
+            self._guarded("measuring the update/weight ratio", self._gradients.after_step)
         if self.schedule.due(iteration):
             self.record(iteration, losses, loss)
         if iteration in self.snapshot_at:
@@ -150,7 +153,10 @@ class MemoryProfiler:
         ``clip_grad_norm_``, with its ``max_norm``): on iterations the schedule records,
         measures the global, per-group and per-module gradient norms and the share of
         zero gradients; with ``clip_max_norm``, counts on every call how often clipping
-        scales the gradients down. The next record carries it (``gradients``)."""
+        scales the gradients down. With ``update_ratio=True`` at construction, it also
+        copies the weights so that ``step()`` (called after ``optimizer.step()``) can
+        measure how far the step moved them. The next record carries it
+        (``gradients``)."""
         if not self.enabled:
             return
         due = self.schedule.due(iteration)

@@ -2,6 +2,7 @@
 
 pub mod advice;
 pub mod compare;
+pub mod gradients;
 pub mod health;
 pub mod leak;
 pub mod losses;

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::advice::{advise, fragmentation, Advice, Fragmentation};
 use super::compare::{compare, Comparison};
+use super::gradients::{gradient_flow, GradientFlow};
 use super::health::{diagnose_all, DiagnosedEvent};
 use super::leak::{self, LeakAnalysis};
 use super::losses::{self, LossAnalysis};
@@ -56,6 +57,8 @@ pub struct RunReport {
     /// Iterations where a loss or the gradients were NaN or infinite, read; empty when
     /// there were none (or the run did not check).
     pub nonfinite: Vec<DiagnosedEvent>,
+    /// Gradient norms over the run, when `record_gradients` was called.
+    pub gradients: Option<GradientFlow>,
 }
 
 /// The report on several runs.
@@ -124,5 +127,6 @@ fn run_report(path: &std::path::Path, rank: &RankRecords) -> Option<RunReport> {
             .collect(),
         timeline: timeline(&rank.records, TIMELINE_POINTS),
         nonfinite: diagnose_all(&rank.nonfinite),
+        gradients: gradient_flow(&rank.records),
     })
 }

@@ -21,6 +21,10 @@ pub enum Unit {
     Count,
     /// A loss value.
     Loss,
+    /// Milliseconds (a timed section per call).
+    Milliseconds,
+    /// A gradient norm.
+    Norm,
 }
 
 /// How a span's values are reduced to one.
@@ -34,7 +38,8 @@ enum Reduce {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TimelineSeries {
     /// `allocated`, `reserved`, `fragmentation`, `census`, `tensors`, `category/<name>`,
-    /// `loss/<component>`.
+    /// `loss/<component>`, `section/<path>` (ms per call), `grad/global`,
+    /// `grad/module/<module>` (gradient norms).
     pub name: String,
     /// What it measures.
     pub unit: Unit,
@@ -90,8 +95,8 @@ impl Timeline {
 
 fn reduction(unit: Unit) -> Reduce {
     match unit {
-        Unit::Loss => Reduce::Mean,
-        _ => Reduce::Max,
+        Unit::Loss | Unit::Milliseconds | Unit::Norm => Reduce::Mean,
+        Unit::Bytes | Unit::Percent | Unit::Count => Reduce::Max,
     }
 }
 
@@ -108,15 +113,16 @@ fn reduce(how: Reduce, values: impl Iterator<Item = f64>) -> Option<f64> {
     })
 }
 
-/// Where a value goes: a fixed series, or the series of a loss component.
+/// Where a value goes: a fixed series, or one of a family named by the run (a loss
+/// component, a section, a module), `<prefix><name>`.
 #[derive(Clone, Copy)]
 enum Key<'a> {
     Fixed(&'static str, Unit),
-    Loss(&'a str),
+    Named(&'static str, &'a str, Unit),
 }
 
 /// The series a record has, with their values, in a fixed order.
-fn record_values(r: &MemoryRecord, mut add: impl FnMut(Key, f64)) {
+fn record_values<'a>(r: &'a MemoryRecord, mut add: impl FnMut(Key<'a>, f64)) {
     if let Some(a) = &r.allocator {
         add(
             Key::Fixed("allocated", Unit::Bytes),
@@ -137,7 +143,23 @@ fn record_values(r: &MemoryRecord, mut add: impl FnMut(Key, f64)) {
         add(Key::Fixed(category_series(name), Unit::Bytes), bytes as f64);
     }
     for (name, value) in &r.losses {
-        add(Key::Loss(name), *value);
+        add(Key::Named("loss/", name, Unit::Loss), *value);
+    }
+    for (path, section) in &r.sections {
+        add(
+            Key::Named("section/", path, Unit::Milliseconds),
+            section.mean_ms,
+        );
+    }
+    if let Some(g) = &r.gradients {
+        if let Some(n) = g.global_norm {
+            add(Key::Fixed("grad/global", Unit::Norm), n);
+        }
+        for (module, n) in &g.module_norms {
+            if let Some(n) = n {
+                add(Key::Named("grad/module/", module, Unit::Norm), *n);
+            }
+        }
     }
 }
 
@@ -163,7 +185,7 @@ pub fn timeline(records: &[MemoryRecord], points: usize) -> Timeline {
     let per = records.len().div_ceil(points.max(1)).max(1);
     let mut building: Vec<Building> = Vec::new();
     let mut fixed: HashMap<&'static str, usize> = HashMap::new();
-    let mut losses: HashMap<String, usize> = HashMap::new();
+    let mut named: HashMap<(&'static str, &str), usize> = HashMap::new();
     let mut iterations = Vec::new();
     for span in records.chunks(per) {
         let point = iterations.len();
@@ -172,7 +194,7 @@ pub fn timeline(records: &[MemoryRecord], points: usize) -> Timeline {
             record_values(r, |key, value| {
                 let at = match key {
                     Key::Fixed(name, _) => fixed.get(name).copied(),
-                    Key::Loss(name) => losses.get(name).copied(),
+                    Key::Named(prefix, name, _) => named.get(&(prefix, name)).copied(),
                 };
                 let at = at.unwrap_or_else(|| {
                     let (name, unit) = match key {
@@ -180,9 +202,9 @@ pub fn timeline(records: &[MemoryRecord], points: usize) -> Timeline {
                             fixed.insert(name, building.len());
                             (name.to_owned(), unit)
                         }
-                        Key::Loss(name) => {
-                            losses.insert(name.to_owned(), building.len());
-                            (format!("loss/{name}"), Unit::Loss)
+                        Key::Named(prefix, name, unit) => {
+                            named.insert((prefix, name), building.len());
+                            (format!("{prefix}{name}"), unit)
                         }
                     };
                     building.push(Building {

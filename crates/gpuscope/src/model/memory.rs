@@ -84,6 +84,13 @@ pub struct GradientStats {
     pub clipped: u64,
     /// Mean of max_norm / global_norm over the clipped ones.
     pub mean_clip_factor: Option<f64>,
+    /// ‖w_after − w_before‖ / ‖w_before‖ across the optimizer step of the measured
+    /// iteration (opt-in: `update_ratio=True`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_ratio: Option<f64>,
+    /// The same per submodule.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub module_update_ratios: BTreeMap<String, Option<f64>>,
 }
 
 /// One timed section's figures over a record's interval: wall time on CPU, GPU time from

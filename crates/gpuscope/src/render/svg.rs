@@ -236,7 +236,8 @@ fn ticks(lo: f64, hi: f64, unit: Unit) -> Vec<(f64, String)> {
         Unit::Bytes if hi >= 2048.0 * MIB => (1024.0 * MIB, " GB"),
         Unit::Bytes => (MIB, " MB"),
         Unit::Percent => (1.0, "%"),
-        Unit::Count | Unit::Loss => (1.0, ""),
+        Unit::Milliseconds => (1.0, " ms"),
+        Unit::Count | Unit::Loss | Unit::Norm => (1.0, ""),
     };
     let (lo, hi) = (lo / divisor, hi / divisor);
     let raw = (hi - lo) / TICKS as f64;

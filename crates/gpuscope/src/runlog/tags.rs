@@ -107,6 +107,18 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
         for (tag, value) in norms {
             push(tag, value);
         }
+        let ratios = g
+            .update_ratio
+            .map(|r| ("Grad/update_ratio".to_owned(), r))
+            .into_iter()
+            .chain(
+                g.module_update_ratios
+                    .iter()
+                    .filter_map(|(m, r)| r.map(|r| (format!("Grad/module/{m}_update_ratio"), r))),
+            );
+        for (tag, value) in ratios {
+            push(tag, value);
+        }
         push("Grad/zero_percent".into(), g.zero_percent);
         if g.clip_max_norm.is_some() && g.measured > 0 {
             push(

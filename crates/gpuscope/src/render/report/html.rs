@@ -17,6 +17,8 @@ use crate::analysis::summary::Figures;
 use crate::analysis::timeline::{Timeline, Unit};
 use crate::model::memory::{mb, mb_signed, percent};
 use crate::render::html::{page_end, page_start, table};
+
+use super::health::{gradients_table, nonfinite_list, sections_table};
 use crate::render::svg::{chart, Chart, Line, Marker};
 
 /// Writes the report as one HTML page.
@@ -115,6 +117,11 @@ fn run_section(page: &mut String, run: &RunReport) {
     shares_table(page, "Data types at the end", &s.end.dtypes_bytes);
     trends_table(page, run);
     phases_table(page, run);
+    sections_table(page, &run.sections);
+    if let Some(g) = &run.gradients {
+        gradients_table(page, g);
+    }
+    nonfinite_list(page, &run.nonfinite);
     if !run.skipped.is_empty() {
         let _ = write!(
             page,
@@ -200,6 +207,34 @@ fn charts(page: &mut String, run: &RunReport) {
         false,
         Unit::Loss,
         markers,
+    );
+    titled_chart(
+        page,
+        "Timed sections (ms per call)",
+        t,
+        prefixed_lines(t, "section/"),
+        false,
+        Unit::Milliseconds,
+        Vec::new(),
+    );
+    let norms = prefixed_lines(t, "grad/");
+    let nonfinite = run
+        .nonfinite
+        .iter()
+        .map(|e| Marker {
+            x: e.event.iteration,
+            label: "NaN/Inf".into(),
+            alert: true,
+        })
+        .collect();
+    titled_chart(
+        page,
+        "Gradient norms (global and per module)",
+        t,
+        norms,
+        false,
+        Unit::Norm,
+        nonfinite,
     );
 }
 

@@ -5,6 +5,7 @@
 use std::io::{self, Write};
 
 use crate::analysis::compare::Comparison;
+use crate::analysis::gradients::GradientFlow;
 use crate::analysis::health::DiagnosedEvent;
 use crate::analysis::leak::LeakAnalysis;
 use crate::analysis::losses::LossAnalysis;
@@ -14,8 +15,12 @@ use crate::analysis::spread::RankSpread;
 use crate::analysis::summary::Figures;
 use crate::model::memory::{mb, mb_signed, percent};
 
+use super::health::{sci, verdict};
 use super::timeline;
 use crate::render::{paragraph, right_align, table};
+
+/// Modules listed in the gradient table; the ones that vanish or explode come first.
+const MODULE_ROWS: usize = 12;
 
 const RULE: &str =
     "================================================================================";
@@ -114,6 +119,9 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
         }
         losses(out, &run.losses, width)?;
         sections(out, &run.sections, width)?;
+        if let Some(g) = &run.gradients {
+            gradients(out, g, width)?;
+        }
         nonfinite(out, &run.nonfinite, width)?;
         for line in run.skipped.iter().take(5) {
             writeln!(out, "skipped: {line}")?;
@@ -309,6 +317,60 @@ fn sections(out: &mut dyn Write, trends: &[SectionTrend], width: u16) -> io::Res
         )?;
     }
     Ok(())
+}
+
+/// The global and per-module gradient norms, early against late, with their verdicts.
+fn gradients(out: &mut dyn Write, g: &GradientFlow, width: u16) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Gradient flow ({} measurements; norm: median of the first third → last):",
+        g.measurements
+    )?;
+    let with_ratio = std::iter::once(&g.global)
+        .chain(&g.modules)
+        .any(|t| t.update_ratio.is_some());
+    let mut t = table(width);
+    let mut header = vec!["norm", "early", "late", "change", "verdict"];
+    if with_ratio {
+        header.push("update/weight");
+    }
+    t.set_header(header);
+    let shown = MODULE_ROWS.min(g.modules.len());
+    for n in std::iter::once(&g.global).chain(&g.modules[..shown]) {
+        let mut row = vec![
+            n.name.clone(),
+            n.early.map_or("–".into(), sci),
+            n.late.map_or("–".into(), sci),
+            n.change.map_or("–".into(), |c| format!("×{}", sci(c))),
+            verdict(n.verdict).to_owned(),
+        ];
+        if with_ratio {
+            row.push(n.update_ratio.map_or("–".into(), sci));
+        }
+        t.add_row(row);
+    }
+    right_align(&mut t, &[1, 2, 3, 5]);
+    writeln!(out, "{t}")?;
+    if g.modules.len() > shown {
+        writeln!(
+            out,
+            "  … and {} steady modules more",
+            g.modules.len() - shown
+        )?;
+    }
+    let mut notes = vec![format!(
+        "{:.1}% of gradient elements were zero at the end",
+        g.zero_percent
+    )];
+    if let Some(p) = g.clipped_percent {
+        let factor = g
+            .mean_clip_factor
+            .map(|f| format!(", scaling them by {f:.2} on average"))
+            .unwrap_or_default();
+        notes.push(format!("clipping bit on {p:.1}% of the iterations{factor}"));
+    }
+    paragraph(out, &format!("{}.", notes.join("; ")), width)
 }
 
 /// Each non-finite event in a few lines: what went first, the gradients, what to do.
