@@ -4,7 +4,8 @@ Trains a small MLP on synthetic data with a loss whose components switch on in p
 seed 001's trainer does), records where memory goes every 25 iterations with
 ``gpuscope.MemoryProfiler``, and logs a few extras through ``gpuscope.EventWriter``.
 ``--leak`` keeps every output with its autograd graph alive — the classic leak — so the
-records show activations growing. ``--profiling.<key> VALUE`` switches (seed 004's, e.g.
+records show activations growing. It also times the forward and backward passes, records
+gradient norms (with the update/weight ratio) and checks every step for NaN/Inf. ``--profiling.<key> VALUE`` switches (seed 004's, e.g.
 ``--profiling.wait 50 --profiling.active 3``) run torch.profiler on that schedule, one step
 per iteration, and print gpuscope's summary of each trace. It writes into ``$GPUSCOPE_RUN_DIR`` (default
 ``runs/tiny``); ``make demo`` runs it twice and reads the results back.
@@ -42,7 +43,9 @@ def main() -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     kept: list[torch.Tensor] = []
 
-    scope = gpuscope.MemoryProfiler(run_dir, model=model, optimizer=optimizer, every=25)
+    scope = gpuscope.MemoryProfiler(
+        run_dir, model=model, optimizer=optimizer, every=25, update_ratio=True
+    )
     with (
         scope,
         gpuscope.EventWriter(run_dir / "tensorboard") as tb,
@@ -51,7 +54,8 @@ def main() -> None:
         tb.add_text("run", f"tiny MLP, {ITERATIONS} iterations, Adam lr=1e-2, leak={args.leak}")
         for it in range(ITERATIONS):
             batch = torch.randint(0, len(x), (64,))
-            out = model(x[batch])
+            with scope.section("forward"):
+                out = model(x[batch])
             parts = {"rendering": nn.functional.mse_loss(out, y[batch])}
             if it >= ENTROPY_FROM:
                 p = out.sigmoid()
@@ -61,8 +65,11 @@ def main() -> None:
                 parts["smoothness"] = 1e-4 * sum(w.pow(2).sum() for w in model.parameters())
             loss = sum(parts.values())
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+            with scope.section("backward"):
+                loss.backward()
+            scope.record_gradients(it, clip_max_norm=1.0)
+            if scope.check_finite(it, losses=parts, loss=loss):
+                optimizer.step()
             if args.leak:
                 kept.append(model(x))  # the bug: an output and its whole graph, every step
             scope.step(it, losses=parts)
