@@ -599,26 +599,7 @@ def test_continue_policy_lets_the_step_happen(tmp_path: Path) -> None:
     assert event["action"] == "continue"
 
 
-OUTSIDE_THE_MODEL = (
-    "skip drops only the gradients of model.parameters() (NonfiniteCheck.check sets p.grad "
-    "= None over self.model), not those of the optimizer's parameters: a parameter the "
-    "optimizer holds outside the model keeps its NaN gradient and optimizer.step() writes "
-    "NaN into it, although check_finite's docstring says optimizer.step() changes nothing"
-)
-NO_MODEL = (
-    "with model=None and an optimizer, skip returns False but drops no gradient (the "
-    "profiler's optimizer is not passed to NonfiniteCheck), so a loop that calls "
-    "optimizer.step() anyway writes the NaN gradients into the parameters"
-)
-
-
-@pytest.mark.parametrize(
-    "with_model",
-    [
-        pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=OUTSIDE_THE_MODEL)),
-        pytest.param(False, marks=pytest.mark.xfail(strict=True, reason=NO_MODEL)),
-    ],
-)
+@pytest.mark.parametrize("with_model", [True, False])
 def test_skip_covers_every_parameter_of_the_optimizer(tmp_path: Path, with_model: bool) -> None:
     """A learnable temperature that the optimizer holds beside the model's parameters (as
     SAC's log-alpha or CLIP's logit scale): under "skip", optimizer.step() after a NaN
@@ -744,11 +725,9 @@ def test_streaks_are_numbered_reported_once_and_listed(tmp_path: Path) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="`gpuscope report` reads the non-finite events only beside a rank's memory "
-    "records (runlog/load.rs read_nonfinite looks in the directory of rank.files.first()); "
-    "a run whose first iteration is non-finite under on_nonfinite='raise' stops before its "
-    "first scope.step, so memory.jsonl is empty and `gpuscope report` exits 2 with 'no "
-    "memory records' instead of listing the event that nonfinite.jsonl holds",
+    reason="a run that stops before its first memory record (non-finite at iteration 0 "
+    "under on_nonfinite='raise') has no summary for `gpuscope report` to build on: it "
+    "exits 2 naming the event and its report file instead of listing it in the JSON",
 )
 def test_report_lists_a_run_that_stopped_at_its_first_iteration(tmp_path: Path) -> None:
     """NaN in the very first batch (bad data, a broken initialisation) under "raise": the

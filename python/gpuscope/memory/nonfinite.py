@@ -75,6 +75,7 @@ class NonfiniteCheck:
     def __init__(
         self,
         model: torch.nn.Module | None,
+        optimizer: torch.optim.Optimizer | None,
         policy: Policy,
         history: int,
         write: Callable[[dict[str, Any], bool], Path | None],
@@ -85,6 +86,7 @@ class NonfiniteCheck:
         if history < 0:
             raise ValueError(f"nonfinite_history must be >= 0, not {history}")
         self.model = model
+        self.optimizer = optimizer
         self.policy = policy
         self.write = write
         self.rank = rank
@@ -94,10 +96,21 @@ class NonfiniteCheck:
         self.reports = 0
         self.warned = False
 
+    def _parameters(self) -> list[tuple[str, torch.Tensor]]:
+        """The model's parameters by name, then those only the optimizer holds (a learned
+        temperature beside the model), named by their group and place in it."""
+        named = list(self.model.named_parameters()) if self.model is not None else []
+        seen = {id(p) for _, p in named}
+        if self.optimizer is not None:
+            for g, group in enumerate(self.optimizer.param_groups):
+                for k, p in enumerate(group["params"]):
+                    if id(p) not in seen:
+                        seen.add(id(p))
+                        named.append((f"optimizer.param_groups[{g}][{k}]", p))
+        return named
+
     def _gradients(self) -> list[tuple[str, torch.Tensor]]:
-        if self.model is None:
-            return []
-        return [(n, p.grad) for n, p in self.model.named_parameters() if p.grad is not None]
+        return [(n, p.grad) for n, p in self._parameters() if p.grad is not None]
 
     def check(
         self, iteration: int, losses: Mapping[str, Any] | None, loss: Any
@@ -116,10 +129,10 @@ class NonfiniteCheck:
         event = self._event(iteration, parts, grads, norms)
         self.history.append((iteration, parts))
         report = self._record(event)
-        if self.policy == "skip" and self.model is not None:
+        if self.policy == "skip":
             # Dropped gradients make optimizer.step() leave every parameter alone, even
             # in a loop that ignores check_finite's answer.
-            for p in self.model.parameters():
+            for _, p in self._parameters():
                 p.grad = None
         if self.policy == "raise":
             return False, NonfiniteError(_headline(event, report), iteration, report)

@@ -114,7 +114,7 @@ class MemoryProfiler:
         self._gradients = GradientFlow(model, optimizer, module_depth, update_ratio)
         self._sections.measure_memory = self.schedule.due(0)
         self._nonfinite = NonfiniteCheck(
-            model, on_nonfinite, nonfinite_history, self._write_nonfinite, self.rank
+            model, optimizer, on_nonfinite, nonfinite_history, self._write_nonfinite, self.rank
         )
         if self.enabled:
             self._guarded(

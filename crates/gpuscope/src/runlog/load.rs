@@ -60,6 +60,25 @@ pub fn load_run(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<R
     }
     ranks.sort_by_key(|r| r.rank);
     if ranks.iter().all(|r| r.records.is_empty()) {
+        // A run can stop (on_nonfinite="raise") before its first record: say what it saw.
+        if let Some(e) = ranks.iter().flat_map(|r| &r.nonfinite).next() {
+            let first = e.first_component().map_or("the gradients".to_owned(), |c| {
+                format!("loss component {c}")
+            });
+            let report = e
+                .report
+                .as_deref()
+                .map(|r| format!("; see {r}"))
+                .unwrap_or_default();
+            return Err(Error::bad_input(
+                path,
+                format!(
+                    "no memory records, but non-finite values at iteration {}: {first} went \
+                     non-finite first{report}",
+                    e.iteration
+                ),
+            ));
+        }
         let what = match ranks.iter().flat_map(|r| r.skipped.first()).next() {
             Some((file, s)) => format!("no usable memory records ({})", s.describe(file)),
             None => "no memory records (expected profiles/memory.jsonl, a tensor_profile_*.log \
