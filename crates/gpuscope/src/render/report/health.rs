@@ -30,6 +30,47 @@ pub(super) fn verdict(v: Verdict) -> &'static str {
     }
 }
 
+/// One streak of non-finite iterations in a sentence: when, what went first, which
+/// gradients, what training did, where the report is.
+pub(super) fn event_line(e: &DiagnosedEvent) -> String {
+    let span = match e.events {
+        0 | 1 => format!("Iteration {}", e.event.iteration),
+        n => format!(
+            "Iterations {}–{} ({n} checks in a row)",
+            e.event.iteration, e.last_iteration
+        ),
+    };
+    let what = match &e.diagnosis.first_component {
+        Some(c) => format!("loss component {c} went non-finite first"),
+        None => "losses finite, gradients not".to_owned(),
+    };
+    let params: Vec<&str> = e
+        .event
+        .nonfinite_parameters
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    let params = match params.len() {
+        0 => String::new(),
+        n if n <= 3 => format!("; NaN/Inf gradients in {}", params.join(", ")),
+        n => format!(
+            "; NaN/Inf gradients in {} and {} more",
+            params[..3].join(", "),
+            n - 3
+        ),
+    };
+    let report = e
+        .event
+        .report
+        .as_deref()
+        .map(|r| format!(" Report: {r}."))
+        .unwrap_or_default();
+    format!(
+        "{span}: {what}{params}; training was told to {}.{report}",
+        e.event.action
+    )
+}
+
 /// The sections as an indented table, like the text report's.
 pub(super) fn sections_table(page: &mut String, trends: &[SectionTrend]) {
     if trends.is_empty() {
@@ -109,45 +150,10 @@ pub(super) fn nonfinite_list(page: &mut String, events: &[DiagnosedEvent]) {
     }
     page.push_str("<h3>Non-finite values</h3><ul class=\"advice\">");
     for e in events {
-        let span = if e.events > 1 {
-            format!(
-                "Iterations {}–{} ({} checks)",
-                e.event.iteration, e.last_iteration, e.events
-            )
-        } else {
-            format!("Iteration {}", e.event.iteration)
-        };
-        let first = e
-            .diagnosis
-            .first_component
-            .as_deref()
-            .map_or("losses finite, gradients not".to_owned(), |c| {
-                format!("{c} went non-finite first")
-            });
-        let params: Vec<&str> = e
-            .event
-            .nonfinite_parameters
-            .iter()
-            .map(|p| p.name.as_str())
-            .collect();
-        let params = if params.is_empty() {
-            String::new()
-        } else {
-            format!("; NaN/Inf gradients in {}", params.join(", "))
-        };
-        let report = e
-            .event
-            .report
-            .as_deref()
-            .map(|r| format!(" (report: {r})"))
-            .unwrap_or_default();
         let _ = write!(
             page,
-            "<li><b>{span}</b>: {}{}; training was told to {}{}. {}</li>",
-            text(&first),
-            text(&params),
-            text(&e.event.action),
-            text(&report),
+            "<li>{} {}</li>",
+            text(&event_line(e)),
             text(&e.diagnosis.advice)
         );
     }

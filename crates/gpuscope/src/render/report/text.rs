@@ -15,7 +15,7 @@ use crate::analysis::spread::RankSpread;
 use crate::analysis::summary::Figures;
 use crate::model::memory::{mb, mb_signed, percent};
 
-use super::health::{sci, verdict};
+use super::health::{event_line, sci, verdict};
 use super::timeline;
 use crate::render::{paragraph, right_align, table};
 
@@ -381,46 +381,7 @@ fn nonfinite(out: &mut dyn Write, events: &[DiagnosedEvent], width: u16) -> io::
     writeln!(out)?;
     writeln!(out, "Non-finite values:")?;
     for e in events {
-        let what = match &e.diagnosis.first_component {
-            Some(c) => format!("loss component {c} went non-finite first"),
-            None => "losses finite, gradients not".to_owned(),
-        };
-        let params: Vec<&str> = e
-            .event
-            .nonfinite_parameters
-            .iter()
-            .map(|p| p.name.as_str())
-            .collect();
-        let params = match params.len() {
-            0 => String::new(),
-            n if n <= 3 => format!("; NaN/Inf gradients in {}", params.join(", ")),
-            n => format!(
-                "; NaN/Inf gradients in {} and {} more",
-                params[..3].join(", "),
-                n - 3
-            ),
-        };
-        let span = match e.events {
-            0 | 1 => format!("Iteration {}", e.event.iteration),
-            n => format!(
-                "Iterations {}–{} ({n} checks in a row)",
-                e.event.iteration, e.last_iteration
-            ),
-        };
-        let report = e
-            .event
-            .report
-            .as_deref()
-            .map(|r| format!(" Report: {r}."))
-            .unwrap_or_default();
-        paragraph(
-            out,
-            &format!(
-                "  {span}: {what}{params}; training was told to {}.{report}",
-                e.event.action
-            ),
-            width,
-        )?;
+        paragraph(out, &format!("  {}", event_line(e)), width)?;
     }
     if let Some(first) = events.first() {
         paragraph(out, &format!("  {}", first.diagnosis.advice), width)?;
