@@ -153,7 +153,8 @@ class MemoryProfiler:
         ``clip_grad_norm_``, with its ``max_norm``): on iterations the schedule records,
         measures the global, per-group and per-module gradient norms and the share of
         zero gradients; with ``clip_max_norm``, counts on every call how often clipping
-        scales the gradients down. With ``update_ratio=True`` at construction, it also
+        scales the gradients down (each record carries the counts since the previous
+        one, so the calls after the last record are not reported). With ``update_ratio=True`` at construction, it also
         copies the weights so that ``step()`` (called after ``optimizer.step()``) can
         measure how far the step moved them. The next record carries it
         (``gradients``)."""
