@@ -4,6 +4,7 @@ pub mod advice;
 pub mod compare;
 pub mod leak;
 pub mod losses;
+pub mod nsys;
 pub mod oom;
 pub mod report;
 pub mod sections;

@@ -2,6 +2,7 @@
 
 pub mod memory;
 pub mod names;
+pub mod nsys;
 pub mod snapshot;
 pub mod tensorboard;
 pub mod trace;

@@ -1,0 +1,390 @@
+//! Renders an [`NsysReport`]: text with the columns `nsys stats` prints (times in one unit
+//! per table, chosen so the figures stay short — nsys's own `--timeunit`; sizes in nsys's
+//! MB, 10^6 bytes), and the `gpuscope.nsys/1` JSON document (`*_us`, `*_bytes`, `null`
+//! for what the export cannot tell). The tables are built once here for text and HTML.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::{bytes, clip, paragraph, right_align, table};
+use crate::analysis::nsys::{DeviceUsage, DurationStats, NsysReport, SizeStats};
+
+/// JSON schema name and version of [`json`]'s output.
+pub const SCHEMA: &str = "gpuscope.nsys/1";
+
+/// Longest kernel or range name shown whole in text; JSON and HTML keep every name whole.
+const NAME_CHARS: usize = 60;
+/// Width from which text also shows kernels' grid and block dimensions.
+const WIDE: u16 = 120;
+/// Points of a device's memory timeline listed in text.
+const TEXT_POINTS: usize = 12;
+
+/// One section of the report: a table, or why the export has none.
+pub(crate) struct Part {
+    /// `CUDA GPU Kernel Summary (cuda_gpu_kern_sum)`.
+    pub title: String,
+    /// The table, or the sentence that says why there is none.
+    pub body: Result<Table, String>,
+}
+
+/// A table of text cells.
+pub(crate) struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// Columns holding numbers (right-aligned).
+    pub numeric: Vec<usize>,
+}
+
+/// The time unit of a table: the largest with which its longest total reads under 1000.
+fn time_unit(max_us: f64) -> (&'static str, f64) {
+    if max_us >= 1e6 {
+        ("s", 1e6)
+    } else if max_us >= 1e3 {
+        ("ms", 1e3)
+    } else if max_us >= 1.0 {
+        ("µs", 1.0)
+    } else {
+        ("ns", 1e-3)
+    }
+}
+
+/// The header cells of a duration summary and a formatter of its figures.
+struct TimeColumns {
+    unit: &'static str,
+    scale: f64,
+}
+
+impl TimeColumns {
+    fn of<'a>(rows: impl Iterator<Item = &'a DurationStats>) -> Self {
+        let max = rows.map(|s| s.total_us).fold(0.0, f64::max);
+        let (unit, scale) = time_unit(max);
+        TimeColumns { unit, scale }
+    }
+
+    fn header(&self, count: &str) -> Vec<String> {
+        let u = self.unit;
+        vec![
+            "Time (%)".to_owned(),
+            format!("Total Time ({u})"),
+            count.to_owned(),
+            format!("Avg ({u})"),
+            format!("Med ({u})"),
+            format!("Min ({u})"),
+            format!("Max ({u})"),
+            format!("StdDev ({u})"),
+        ]
+    }
+
+    fn cells(&self, s: &DurationStats) -> Vec<String> {
+        let f = |us: f64| format!("{:.3}", us / self.scale);
+        vec![
+            format!("{:.1}", s.time_percent),
+            f(s.total_us),
+            s.count.to_string(),
+            f(s.avg_us),
+            f(s.med_us),
+            f(s.min_us),
+            f(s.max_us),
+            f(s.stddev_us),
+        ]
+    }
+}
+
+const TIME_NUMERIC: [usize; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+
+fn dims(d: Option<[i64; 3]>) -> String {
+    d.map_or_else(|| "-".to_owned(), |[x, y, z]| format!("{x} {y} {z}"))
+}
+
+/// The report's sections as tables; `wide` adds kernels' grid and block columns, names
+/// longer than `name_chars` are cut.
+pub(crate) fn parts(r: &NsysReport, wide: bool, name_chars: usize) -> Vec<Part> {
+    let why = |key: &str| {
+        r.unavailable
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| "not in this export".to_owned())
+    };
+    let mut parts = Vec::new();
+    parts.push(Part {
+        title: "CUDA GPU Kernel Summary (cuda_gpu_kern_sum)".to_owned(),
+        body: r
+            .kernels
+            .as_ref()
+            .ok_or_else(|| why("kernels"))
+            .map(|rows| {
+                let t = TimeColumns::of(rows.iter().map(|k| &k.time));
+                let mut header = t.header("Instances");
+                if wide {
+                    header.extend(["GridXYZ".to_owned(), "BlockXYZ".to_owned()]);
+                }
+                header.push("Name".to_owned());
+                let rows = rows
+                    .iter()
+                    .map(|k| {
+                        let mut cells = t.cells(&k.time);
+                        if wide {
+                            cells.extend([dims(k.grid), dims(k.block)]);
+                        }
+                        cells.push(clip(&k.name, name_chars));
+                        cells
+                    })
+                    .collect();
+                Table {
+                    header,
+                    rows,
+                    numeric: TIME_NUMERIC.to_vec(),
+                }
+            }),
+    });
+    parts.push(Part {
+        title: "GPU MemOps Summary by Time (cuda_gpu_mem_time_sum)".to_owned(),
+        body: r
+            .memory_time
+            .as_ref()
+            .ok_or_else(|| why("memory_time"))
+            .map(|rows| {
+                let t = TimeColumns::of(rows.iter().map(|m| &m.time));
+                let mut header = t.header("Count");
+                header.push("Operation".to_owned());
+                let rows = rows
+                    .iter()
+                    .map(|m| {
+                        let mut cells = t.cells(&m.time);
+                        cells.push(m.operation.clone());
+                        cells
+                    })
+                    .collect();
+                Table {
+                    header,
+                    rows,
+                    numeric: TIME_NUMERIC.to_vec(),
+                }
+            }),
+    });
+    parts.push(Part {
+        title: "GPU MemOps Summary by Size (cuda_gpu_mem_size_sum)".to_owned(),
+        body: r
+            .memory_size
+            .as_ref()
+            .ok_or_else(|| why("memory_size"))
+            .map(|rows| Table {
+                header: [
+                    "Total (MB)",
+                    "Count",
+                    "Avg (MB)",
+                    "Med (MB)",
+                    "Min (MB)",
+                    "Max (MB)",
+                    "StdDev (MB)",
+                    "Operation",
+                ]
+                .map(str::to_owned)
+                .to_vec(),
+                rows: rows
+                    .iter()
+                    .map(|m| size_cells(&m.size, m.time.count, &m.operation))
+                    .collect(),
+                numeric: (0..7).collect(),
+            }),
+    });
+    parts.push(Part {
+        title: "CUDA API Summary (cuda_api_sum)".to_owned(),
+        body: r
+            .cuda_api
+            .as_ref()
+            .ok_or_else(|| why("cuda_api"))
+            .map(|rows| {
+                let t = TimeColumns::of(rows.iter().map(|a| &a.time));
+                let mut header = t.header("Num Calls");
+                header.push("Name".to_owned());
+                let rows = rows
+                    .iter()
+                    .map(|a| {
+                        let mut cells = t.cells(&a.time);
+                        cells.push(clip(&a.name, name_chars));
+                        cells
+                    })
+                    .collect();
+                Table {
+                    header,
+                    rows,
+                    numeric: TIME_NUMERIC.to_vec(),
+                }
+            }),
+    });
+    parts.push(Part {
+        title: "NVTX Range Summary (nvtx_sum)".to_owned(),
+        body: r.nvtx.as_ref().ok_or_else(|| why("nvtx")).map(|rows| {
+            let t = TimeColumns::of(rows.iter().map(|n| &n.time));
+            let mut header = t.header("Instances");
+            header.extend(["Style".to_owned(), "Range".to_owned()]);
+            let rows = rows
+                .iter()
+                .map(|n| {
+                    let mut cells = t.cells(&n.time);
+                    cells.push(format!("{:?}", n.style));
+                    cells.push(clip(&n.range, name_chars));
+                    cells
+                })
+                .collect();
+            Table {
+                header,
+                rows,
+                numeric: TIME_NUMERIC.to_vec(),
+            }
+        }),
+    });
+    parts.push(Part {
+        title: "GPU Memory Usage (--cuda-memory-usage true)".to_owned(),
+        body: r
+            .memory_usage
+            .as_ref()
+            .ok_or_else(|| why("memory_usage"))
+            .map(|devices| usage_table(devices)),
+    });
+    parts
+}
+
+fn size_cells(s: &SizeStats, count: u64, operation: &str) -> Vec<String> {
+    let mb = |b: i64| format!("{:.3}", b as f64 / 1e6);
+    vec![
+        mb(s.total_bytes),
+        count.to_string(),
+        mb(s.avg_bytes),
+        mb(s.med_bytes),
+        mb(s.min_bytes),
+        mb(s.max_bytes),
+        mb(s.stddev_bytes),
+        operation.to_owned(),
+    ]
+}
+
+fn device_name(d: &DeviceUsage) -> String {
+    let id = d.device.map_or_else(|| "?".to_owned(), |d| d.to_string());
+    match &d.gpu {
+        Some(g) => format!("{id} {g}"),
+        None => id,
+    }
+}
+
+fn usage_table(devices: &[DeviceUsage]) -> Table {
+    let header = [
+        "Device",
+        "Peak",
+        "Peak at (s)",
+        "At end",
+        "Allocs",
+        "Frees",
+        "Before capture",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let rows = devices
+        .iter()
+        .map(|d| {
+            vec![
+                device_name(d),
+                bytes(d.peak_bytes.max(0) as u64),
+                format!("{:.3}", d.peak_at_us / 1e6),
+                bytes(d.end_bytes.max(0) as u64),
+                d.allocations.to_string(),
+                d.frees.to_string(),
+                bytes(d.allocated_before_capture_bytes.max(0) as u64),
+            ]
+        })
+        .collect();
+    Table {
+        header,
+        rows,
+        numeric: (1..7).collect(),
+    }
+}
+
+/// The report as text in `width` columns.
+pub fn text(r: &NsysReport, width: u16, out: &mut dyn Write) -> io::Result<()> {
+    let by = match &r.nsys_version {
+        Some(v) => format!("Nsight Systems {v}"),
+        None => "Nsight Systems".to_owned(),
+    };
+    paragraph(out, &format!("{} — {by} export", r.path.display()), width)?;
+    for part in parts(r, width >= WIDE, NAME_CHARS) {
+        writeln!(out)?;
+        writeln!(out, "{}", part.title)?;
+        match part.body {
+            Ok(t) => {
+                let mut tt = table(width);
+                tt.set_header(t.header);
+                for row in t.rows {
+                    tt.add_row(row);
+                }
+                right_align(&mut tt, &t.numeric);
+                writeln!(out, "{tt}")?;
+            }
+            Err(why) => paragraph(out, &format!("  {why}"), width)?,
+        }
+    }
+    if let Some(devices) = &r.memory_usage {
+        for d in devices {
+            usage_points(d, width, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// A device's timeline, thinned to [`TEXT_POINTS`] points (the peak always among them).
+fn usage_points(d: &DeviceUsage, width: u16, out: &mut dyn Write) -> io::Result<()> {
+    let n = d.timeline.len();
+    if n == 0 {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "Memory in use on device {} over time", device_name(d))?;
+    let step = n.div_ceil(TEXT_POINTS).max(1);
+    let mut tt = table(width);
+    tt.set_header(["Time (s)", "In use"]);
+    for (i, p) in d.timeline.iter().enumerate() {
+        let is_peak = p.in_use_bytes == d.peak_bytes;
+        if i % step == 0 || i + 1 == n || is_peak {
+            let mark = if is_peak { " (peak)" } else { "" };
+            tt.add_row([
+                format!("{:.3}", p.at_us / 1e6),
+                format!("{}{mark}", bytes(p.in_use_bytes.max(0) as u64)),
+            ]);
+        }
+    }
+    right_align(&mut tt, &[0, 1]);
+    writeln!(out, "{tt}")
+}
+
+#[derive(Serialize)]
+struct JsonDoc<'a> {
+    schema: &'static str,
+    #[serde(flatten)]
+    report: &'a NsysReport,
+}
+
+/// The `gpuscope.nsys/1` document.
+pub fn json(r: &NsysReport, out: &mut dyn Write) -> io::Result<()> {
+    let doc = JsonDoc {
+        schema: SCHEMA,
+        report: r,
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
+    writeln!(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::time_unit;
+
+    #[test]
+    fn the_unit_keeps_the_longest_total_under_a_thousand() {
+        assert_eq!(time_unit(536.542).0, "µs");
+        assert_eq!(time_unit(61_322.687).0, "ms");
+        assert_eq!(time_unit(701_940.381).0, "ms");
+        assert_eq!(time_unit(2_000_000.0).0, "s");
+        assert_eq!(time_unit(0.5).0, "ns");
+    }
+}
