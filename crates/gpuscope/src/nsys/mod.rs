@@ -4,8 +4,10 @@
 //! write, or wrote with columns this reader does not know, becomes a sentence saying so
 //! and the other parts are still read. It computes no statistic.
 //!
-//! rusqlite (bundled SQLite) does the reading; nothing here runs nsys.
+//! rusqlite (bundled SQLite) does the reading. [`capture`] builds the nsys command lines
+//! the CLI runs; nothing here starts a process.
 
+pub mod capture;
 mod db;
 mod sections;
 

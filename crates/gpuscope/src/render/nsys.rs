@@ -28,8 +28,10 @@ pub(crate) struct Part {
     pub body: Result<Table, String>,
 }
 
-/// A table of text cells.
+/// A table of text cells; the last column names the row (kernel, operation, range...).
 pub(crate) struct Table {
+    /// The unit of its figures: `times in µs`.
+    pub note: String,
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
     /// Columns holding numbers (right-aligned).
@@ -63,17 +65,22 @@ impl TimeColumns {
     }
 
     fn header(&self, count: &str) -> Vec<String> {
-        let u = self.unit;
-        vec![
-            "Time (%)".to_owned(),
-            format!("Total Time ({u})"),
-            count.to_owned(),
-            format!("Avg ({u})"),
-            format!("Med ({u})"),
-            format!("Min ({u})"),
-            format!("Max ({u})"),
-            format!("StdDev ({u})"),
+        [
+            "Time (%)",
+            "Total Time",
+            count,
+            "Avg",
+            "Med",
+            "Min",
+            "Max",
+            "StdDev",
         ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    fn note(&self) -> String {
+        format!("times in {}", self.unit)
     }
 
     fn cells(&self, s: &DurationStats) -> Vec<String> {
@@ -132,6 +139,7 @@ pub(crate) fn parts(r: &NsysReport, wide: bool, name_chars: usize) -> Vec<Part> 
                     })
                     .collect();
                 Table {
+                    note: t.note(),
                     header,
                     rows,
                     numeric: TIME_NUMERIC.to_vec(),
@@ -157,6 +165,7 @@ pub(crate) fn parts(r: &NsysReport, wide: bool, name_chars: usize) -> Vec<Part> 
                     })
                     .collect();
                 Table {
+                    note: t.note(),
                     header,
                     rows,
                     numeric: TIME_NUMERIC.to_vec(),
@@ -170,14 +179,15 @@ pub(crate) fn parts(r: &NsysReport, wide: bool, name_chars: usize) -> Vec<Part> 
             .as_ref()
             .ok_or_else(|| why("memory_size"))
             .map(|rows| Table {
+                note: "sizes in MB (10^6 bytes)".to_owned(),
                 header: [
-                    "Total (MB)",
+                    "Total",
                     "Count",
-                    "Avg (MB)",
-                    "Med (MB)",
-                    "Min (MB)",
-                    "Max (MB)",
-                    "StdDev (MB)",
+                    "Avg",
+                    "Med",
+                    "Min",
+                    "Max",
+                    "StdDev",
                     "Operation",
                 ]
                 .map(str::to_owned)
@@ -208,6 +218,7 @@ pub(crate) fn parts(r: &NsysReport, wide: bool, name_chars: usize) -> Vec<Part> 
                     })
                     .collect();
                 Table {
+                    note: t.note(),
                     header,
                     rows,
                     numeric: TIME_NUMERIC.to_vec(),
@@ -230,6 +241,7 @@ pub(crate) fn parts(r: &NsysReport, wide: bool, name_chars: usize) -> Vec<Part> 
                 })
                 .collect();
             Table {
+                note: t.note(),
                 header,
                 rows,
                 numeric: TIME_NUMERIC.to_vec(),
@@ -271,13 +283,13 @@ fn device_name(d: &DeviceUsage) -> String {
 
 fn usage_table(devices: &[DeviceUsage]) -> Table {
     let header = [
-        "Device",
         "Peak",
         "Peak at (s)",
         "At end",
         "Allocs",
         "Frees",
         "Before capture",
+        "Device",
     ]
     .map(str::to_owned)
     .to_vec();
@@ -285,20 +297,21 @@ fn usage_table(devices: &[DeviceUsage]) -> Table {
         .iter()
         .map(|d| {
             vec![
-                device_name(d),
                 bytes(d.peak_bytes.max(0) as u64),
                 format!("{:.3}", d.peak_at_us / 1e6),
                 bytes(d.end_bytes.max(0) as u64),
                 d.allocations.to_string(),
                 d.frees.to_string(),
                 bytes(d.allocated_before_capture_bytes.max(0) as u64),
+                device_name(d),
             ]
         })
         .collect();
     Table {
+        note: "time since the session began".to_owned(),
         header,
         rows,
-        numeric: (1..7).collect(),
+        numeric: (0..6).collect(),
     }
 }
 
@@ -311,23 +324,88 @@ pub fn text(r: &NsysReport, width: u16, out: &mut dyn Write) -> io::Result<()> {
     paragraph(out, &format!("{} — {by} export", r.path.display()), width)?;
     for part in parts(r, width >= WIDE, NAME_CHARS) {
         writeln!(out)?;
-        writeln!(out, "{}", part.title)?;
         match part.body {
             Ok(t) => {
-                let mut tt = table(width);
-                tt.set_header(t.header);
-                for row in t.rows {
-                    tt.add_row(row);
-                }
-                right_align(&mut tt, &t.numeric);
-                writeln!(out, "{tt}")?;
+                paragraph(out, &format!("{}, {}", part.title, t.note), width)?;
+                aligned(&t, width, out)?;
             }
-            Err(why) => paragraph(out, &format!("  {why}"), width)?,
+            Err(why) => {
+                writeln!(out, "{}", part.title)?;
+                paragraph(out, &format!("  {why}"), width)?;
+            }
         }
     }
     if let Some(devices) = &r.memory_usage {
         for d in devices {
             usage_points(d, width, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// `t` in columns: the figures right-aligned, the naming last column after them when the
+/// widest row fits in `width`, else on a line of its own under its figures.
+fn aligned(t: &Table, width: u16, out: &mut dyn Write) -> io::Result<()> {
+    let figures = t.header.len().saturating_sub(1);
+    let chars = |s: &str| s.chars().count();
+    let widths: Vec<usize> = (0..figures)
+        .map(|c| {
+            t.rows
+                .iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| chars(s))
+                .chain([chars(&t.header[c])])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| -> String {
+        let mut l = String::new();
+        for (c, w) in widths.iter().enumerate() {
+            let cell = cells.get(c).map_or("", String::as_str);
+            let pad = " ".repeat(w - chars(cell));
+            if t.numeric.contains(&c) {
+                l.push_str(&format!("{pad}{cell}  "));
+            } else {
+                l.push_str(&format!("{cell}{pad}  "));
+            }
+        }
+        l
+    };
+    let used: usize = widths.iter().map(|w| w + 2).sum();
+    let longest_name = t
+        .rows
+        .iter()
+        .filter_map(|r| r.get(figures))
+        .map(|s| chars(s))
+        .chain([chars(t.header.last().map_or("", String::as_str))])
+        .max()
+        .unwrap_or(0);
+    let inline = used + longest_name <= usize::from(width);
+    let name = |cells: &[String]| cells.get(figures).cloned().unwrap_or_default();
+    let head = line(&t.header);
+    if inline {
+        writeln!(out, "{head}{}", name(&t.header))?;
+    } else {
+        writeln!(out, "{}", head.trim_end())?;
+        writeln!(out, "    {}", name(&t.header))?;
+    }
+    writeln!(
+        out,
+        "{}",
+        "─".repeat(
+            used.max(if inline { used + longest_name } else { 0 })
+                .min(usize::from(width))
+        )
+    )?;
+    for row in &t.rows {
+        if inline {
+            writeln!(out, "{}{}", line(row), name(row))?;
+        } else {
+            writeln!(out, "{}", line(row).trim_end())?;
+            let indent = 4;
+            let room = usize::from(width).saturating_sub(indent).max(20);
+            writeln!(out, "{}{}", " ".repeat(indent), clip(&name(row), room))?;
         }
     }
     Ok(())

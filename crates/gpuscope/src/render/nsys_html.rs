@@ -27,6 +27,7 @@ pub fn html(r: &NsysReport, out: &mut dyn Write) -> io::Result<()> {
         let _ = write!(page, "<h2>{}</h2>", encode_text(&part.title));
         match part.body {
             Ok(t) => {
+                let _ = write!(page, "<p class=\"meta\">{}</p>", encode_text(&t.note));
                 let header: Vec<&str> = t.header.iter().map(String::as_str).collect();
                 html_table(&mut page, &header, &t.rows);
             }
