@@ -263,47 +263,79 @@ fn path_with(bin: &Path) -> std::ffi::OsString {
     std::env::join_paths([bin, Path::new("/bin"), Path::new("/usr/bin")]).unwrap()
 }
 
+/// A stand-in nsys exiting with a given code, its call log, and a run directory.
+struct StandIn {
+    bin: tempfile::TempDir,
+    runs: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl StandIn {
+    fn new(code: i32) -> StandIn {
+        let bin = tempfile::tempdir().unwrap();
+        let log = bin.path().join("calls.log");
+        fake_nsys(bin.path(), &log, code);
+        StandIn {
+            bin,
+            runs: tempfile::tempdir().unwrap(),
+            log,
+        }
+    }
+
+    /// The run directory, for `--logdir`.
+    fn runs(&self) -> String {
+        self.runs.path().display().to_string()
+    }
+
+    /// `gpuscope nsys ARGS...` with the stand-in on PATH.
+    fn run(&self, args: &[&str]) -> Output {
+        nsys_with_path(Some(&path_with(self.bin.path())), args)
+    }
+
+    /// What the stand-in was called with so far.
+    fn calls(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
 #[test]
 fn profile_prints_runs_and_passes_on_the_exit_code() {
-    let bin = tempfile::tempdir().unwrap();
-    let runs = tempfile::tempdir().unwrap();
-    let log = bin.path().join("calls.log");
-    fake_nsys(bin.path(), &log, 3);
-    let out = nsys_with_path(
-        Some(&path_with(bin.path())),
-        [
-            OsStr::new("profile"),
-            OsStr::new("--capture-range"),
-            OsStr::new("--duration"),
-            OsStr::new("30"),
-            OsStr::new("--logdir"),
-            runs.path().as_os_str(),
-            OsStr::new("--"),
-            OsStr::new("python"),
-            OsStr::new("train.py"),
-            OsStr::new("--lr"),
-            OsStr::new("1e-3"),
-        ],
-    );
+    let nsys = StandIn::new(3);
+    let runs = nsys.runs();
+    let out = nsys.run(&[
+        "profile",
+        "--capture-range",
+        "--duration",
+        "30",
+        "--logdir",
+        &runs,
+        "--",
+        "python",
+        "train.py",
+        "--lr",
+        "1e-3",
+    ]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
     let err = stderr_of(&out);
     assert!(
         err.contains("nsys profile --trace=cuda,nvtx,osrt,cublas,cudnn --cuda-memory-usage=true"),
         "the command is printed: {err}"
     );
-    let calls = std::fs::read_to_string(&log).unwrap();
+    let calls = nsys.calls();
     let first = calls.lines().next().unwrap();
-    let output = format!("--output={}/nsys/profile_", runs.path().display());
     assert!(
         first.starts_with("profile --trace=cuda,nvtx,osrt,cublas,cudnn"),
         "{first}"
     );
-    assert!(first.contains(&output), "{first}");
+    assert!(
+        first.contains(&format!("--output={runs}/nsys/profile_")),
+        "{first}"
+    );
     assert!(first.contains("--export=sqlite"));
     assert!(first.contains("--capture-range=cudaProfilerApi --duration=30"));
     assert!(first.ends_with(" python train.py --lr 1e-3"), "{first}");
-    assert!(calls.contains(&format!("run_dir={}", runs.path().display())));
-    assert!(runs.path().join("nsys").is_dir());
+    assert!(calls.contains(&format!("run_dir={runs}")));
+    assert!(Path::new(&runs).join("nsys").is_dir());
 }
 
 #[test]
@@ -322,26 +354,20 @@ fn dry_run_prints_the_command_without_nsys() {
 
 #[test]
 fn launch_names_the_session_in_the_trainings_environment() {
-    let bin = tempfile::tempdir().unwrap();
-    let log = bin.path().join("calls.log");
-    fake_nsys(bin.path(), &log, 0);
-    let out = nsys_with_path(
-        Some(&path_with(bin.path())),
-        [
-            "launch",
-            "--session",
-            "exp1",
-            "--logdir",
-            "runs/x",
-            "--",
-            "python",
-            "t.py",
-        ],
-    );
+    let nsys = StandIn::new(0);
+    let out = nsys.run(&[
+        "launch",
+        "--session",
+        "exp1",
+        "--logdir",
+        "runs/x",
+        "--",
+        "python",
+        "t.py",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let calls = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
-        calls,
+        nsys.calls(),
         "launch --session-new=exp1 --trace=cuda,nvtx,osrt,cublas,cudnn \
          --cuda-memory-usage=true python t.py\nenv session=exp1 run_dir=runs/x\n"
     );
@@ -370,103 +396,75 @@ impl Drop for Sleeper {
 
 #[test]
 fn attach_finds_the_session_of_a_launched_process_and_records() {
-    let bin = tempfile::tempdir().unwrap();
-    let runs = tempfile::tempdir().unwrap();
-    let log = bin.path().join("calls.log");
-    fake_nsys(bin.path(), &log, 0);
+    let nsys = StandIn::new(0);
+    let runs = nsys.runs();
     let training = Sleeper::start(&[("GPUSCOPE_NSYS_SESSION", "exp7")]);
     let pid = training.0.id().to_string();
-    let out = nsys_with_path(
-        Some(&path_with(bin.path())),
-        [
-            OsStr::new("attach"),
-            OsStr::new("--pid"),
-            OsStr::new(&pid),
-            OsStr::new("--duration"),
-            OsStr::new("0"),
-            OsStr::new("--logdir"),
-            runs.path().as_os_str(),
-        ],
-    );
+    let out = nsys.run(&[
+        "attach",
+        "--pid",
+        &pid,
+        "--duration",
+        "0",
+        "--logdir",
+        &runs,
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let calls = std::fs::read_to_string(&log).unwrap();
+    let calls = nsys.calls();
     let lines: Vec<&str> = calls.lines().filter(|l| !l.starts_with("env ")).collect();
-    let output = format!("--output={}/nsys/snapshot_{pid}_", runs.path().display());
     assert_eq!(lines.len(), 2, "{calls}");
-    assert!(
-        lines[0].starts_with(&format!("start --session=exp7 {output}")),
-        "{calls}"
-    );
+    let start = format!("start --session=exp7 --output={runs}/nsys/snapshot_{pid}_");
+    assert!(lines[0].starts_with(&start), "{calls}");
     assert_eq!(lines[1], "stop --session=exp7");
     assert!(stderr_of(&out).contains("gpuscope nsys stats"));
 }
 
 #[test]
 fn attach_to_a_process_nsys_did_not_start_says_what_to_do() {
-    let bin = tempfile::tempdir().unwrap();
-    fake_nsys(bin.path(), &bin.path().join("calls.log"), 0);
+    let nsys = StandIn::new(0);
     let other = Sleeper::start(&[]);
     let pid = other.0.id().to_string();
-    let out = nsys_with_path(
-        Some(&path_with(bin.path())),
-        ["attach", "--pid", &pid, "--dry-run"],
-    );
+    let out = nsys.run(&["attach", "--pid", &pid, "--dry-run"]);
     assert_one_error_line(&out, "not started by gpuscope nsys launch");
     assert!(stderr_of(&out).contains("gpuscope nsys launch -- CMD"));
-    assert!(!bin.path().join("calls.log").exists(), "nsys must not run");
+    assert_eq!(nsys.calls(), "", "nsys must not run");
 }
 
 #[test]
 fn a_failed_start_is_passed_on_and_stop_is_not_run() {
-    let bin = tempfile::tempdir().unwrap();
-    let runs = tempfile::tempdir().unwrap();
-    let log = bin.path().join("calls.log");
-    fake_nsys(bin.path(), &log, 5);
-    let out = nsys_with_path(
-        Some(&path_with(bin.path())),
-        [
-            OsStr::new("attach"),
-            OsStr::new("--session"),
-            OsStr::new("gone"),
-            OsStr::new("--duration"),
-            OsStr::new("0"),
-            OsStr::new("--logdir"),
-            runs.path().as_os_str(),
-        ],
-    );
+    let nsys = StandIn::new(5);
+    let runs = nsys.runs();
+    let out = nsys.run(&[
+        "attach",
+        "--session",
+        "gone",
+        "--duration",
+        "0",
+        "--logdir",
+        &runs,
+    ]);
     assert_eq!(out.status.code(), Some(5));
-    let calls = std::fs::read_to_string(&log).unwrap();
-    assert!(!calls.contains("stop"), "{calls}");
+    assert!(!nsys.calls().contains("stop"), "{}", nsys.calls());
 }
 
 #[test]
 fn stats_of_a_report_exports_it_beside_itself_first() {
-    let bin = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let log = bin.path().join("calls.log");
-    fake_nsys(bin.path(), &log, 0);
-    let report = work.path().join("report1.nsys-rep");
+    let nsys = StandIn::new(0);
+    let report = nsys.runs.path().join("report1.nsys-rep");
     std::fs::write(&report, b"stand-in report").unwrap();
-    let out = nsys_with_path(
-        Some(&path_with(bin.path())),
-        [OsStr::new("stats"), report.as_os_str()],
-    );
+    let report = report.display().to_string();
+    let out = nsys.run(&["stats", &report]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(stdout_of(&out).contains("add_parallel"));
-    let sqlite = work.path().join("report1.sqlite");
+    let sqlite = nsys.runs.path().join("report1.sqlite");
     assert!(sqlite.is_file());
-    let calls = std::fs::read_to_string(&log).unwrap();
-    assert!(calls.starts_with(&format!(
-        "export --type=sqlite --force-overwrite=true --output={} {}",
-        sqlite.display(),
-        report.display()
-    )));
-    // The export is newer than the report now: used as it is, nsys not run again.
-    std::fs::remove_file(&log).unwrap();
-    let again = nsys_with_path(
-        Some(&path_with(bin.path())),
-        [OsStr::new("stats"), report.as_os_str()],
+    let export = format!(
+        "export --type=sqlite --force-overwrite=true --output={} {report}",
+        sqlite.display()
     );
-    assert_eq!(again.status.code(), Some(0));
-    assert!(!log.exists());
+    assert!(nsys.calls().starts_with(&export), "{}", nsys.calls());
+    // The export is newer than the report now: used as it is, nsys not run again.
+    std::fs::remove_file(&nsys.log).unwrap();
+    assert_eq!(nsys.run(&["stats", &report]).status.code(), Some(0));
+    assert_eq!(nsys.calls(), "");
 }

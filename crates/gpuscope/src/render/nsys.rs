@@ -104,81 +104,104 @@ fn dims(d: Option<[i64; 3]>) -> String {
     d.map_or_else(|| "-".to_owned(), |[x, y, z]| format!("{x} {y} {z}"))
 }
 
+/// A summary of durations: nsys's time columns (`count` naming the instances), then the
+/// `tail` columns, the last naming the row.
+fn time_table<R>(
+    rows: &[R],
+    count: &str,
+    tail: &[&str],
+    time: impl Fn(&R) -> &DurationStats,
+    tail_cells: impl Fn(&R) -> Vec<String>,
+) -> Table {
+    let t = TimeColumns::of(rows.iter().map(&time));
+    let mut header = t.header(count);
+    header.extend(tail.iter().map(|h| (*h).to_owned()));
+    let rows = rows
+        .iter()
+        .map(|row| {
+            let mut cells = t.cells(time(row));
+            cells.extend(tail_cells(row));
+            cells
+        })
+        .collect();
+    Table {
+        note: t.note(),
+        header,
+        rows,
+        numeric: TIME_NUMERIC.to_vec(),
+    }
+}
+
 /// The report's sections as tables; `wide` adds kernels' grid and block columns, names
 /// longer than `name_chars` are cut.
 pub(crate) fn parts(r: &NsysReport, wide: bool, name_chars: usize) -> Vec<Part> {
-    let why = |key: &str| {
-        r.unavailable
-            .get(key)
-            .cloned()
-            .unwrap_or_else(|| "not in this export".to_owned())
+    fn part<T>(
+        r: &NsysReport,
+        title: &str,
+        key: &str,
+        rows: &Option<T>,
+        table: impl FnOnce(&T) -> Table,
+    ) -> Part {
+        let why = || {
+            r.unavailable
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| "not in this export".to_owned())
+        };
+        Part {
+            title: title.to_owned(),
+            body: rows.as_ref().ok_or_else(why).map(table),
+        }
+    }
+    let kernel_tail: &[&str] = if wide {
+        &["GridXYZ", "BlockXYZ", "Name"]
+    } else {
+        &["Name"]
     };
-    let mut parts = Vec::new();
-    parts.push(Part {
-        title: "CUDA GPU Kernel Summary (cuda_gpu_kern_sum)".to_owned(),
-        body: r
-            .kernels
-            .as_ref()
-            .ok_or_else(|| why("kernels"))
-            .map(|rows| {
-                let t = TimeColumns::of(rows.iter().map(|k| &k.time));
-                let mut header = t.header("Instances");
-                if wide {
-                    header.extend(["GridXYZ".to_owned(), "BlockXYZ".to_owned()]);
-                }
-                header.push("Name".to_owned());
-                let rows = rows
-                    .iter()
-                    .map(|k| {
-                        let mut cells = t.cells(&k.time);
+    vec![
+        part(
+            r,
+            "CUDA GPU Kernel Summary (cuda_gpu_kern_sum)",
+            "kernels",
+            &r.kernels,
+            |rows| {
+                time_table(
+                    rows,
+                    "Instances",
+                    kernel_tail,
+                    |k| &k.time,
+                    |k| {
+                        let mut cells = Vec::new();
                         if wide {
                             cells.extend([dims(k.grid), dims(k.block)]);
                         }
                         cells.push(clip(&k.name, name_chars));
                         cells
-                    })
-                    .collect();
-                Table {
-                    note: t.note(),
-                    header,
+                    },
+                )
+            },
+        ),
+        part(
+            r,
+            "GPU MemOps Summary by Time (cuda_gpu_mem_time_sum)",
+            "memory_time",
+            &r.memory_time,
+            |rows| {
+                time_table(
                     rows,
-                    numeric: TIME_NUMERIC.to_vec(),
-                }
-            }),
-    });
-    parts.push(Part {
-        title: "GPU MemOps Summary by Time (cuda_gpu_mem_time_sum)".to_owned(),
-        body: r
-            .memory_time
-            .as_ref()
-            .ok_or_else(|| why("memory_time"))
-            .map(|rows| {
-                let t = TimeColumns::of(rows.iter().map(|m| &m.time));
-                let mut header = t.header("Count");
-                header.push("Operation".to_owned());
-                let rows = rows
-                    .iter()
-                    .map(|m| {
-                        let mut cells = t.cells(&m.time);
-                        cells.push(m.operation.clone());
-                        cells
-                    })
-                    .collect();
-                Table {
-                    note: t.note(),
-                    header,
-                    rows,
-                    numeric: TIME_NUMERIC.to_vec(),
-                }
-            }),
-    });
-    parts.push(Part {
-        title: "GPU MemOps Summary by Size (cuda_gpu_mem_size_sum)".to_owned(),
-        body: r
-            .memory_size
-            .as_ref()
-            .ok_or_else(|| why("memory_size"))
-            .map(|rows| Table {
+                    "Count",
+                    &["Operation"],
+                    |m| &m.time,
+                    |m| vec![m.operation.clone()],
+                )
+            },
+        ),
+        part(
+            r,
+            "GPU MemOps Summary by Size (cuda_gpu_mem_size_sum)",
+            "memory_size",
+            &r.memory_size,
+            |rows| Table {
                 note: "sizes in MB (10^6 bytes)".to_owned(),
                 header: [
                     "Total",
@@ -197,66 +220,46 @@ pub(crate) fn parts(r: &NsysReport, wide: bool, name_chars: usize) -> Vec<Part> 
                     .map(|m| size_cells(&m.size, m.time.count, &m.operation))
                     .collect(),
                 numeric: (0..7).collect(),
-            }),
-    });
-    parts.push(Part {
-        title: "CUDA API Summary (cuda_api_sum)".to_owned(),
-        body: r
-            .cuda_api
-            .as_ref()
-            .ok_or_else(|| why("cuda_api"))
-            .map(|rows| {
-                let t = TimeColumns::of(rows.iter().map(|a| &a.time));
-                let mut header = t.header("Num Calls");
-                header.push("Name".to_owned());
-                let rows = rows
-                    .iter()
-                    .map(|a| {
-                        let mut cells = t.cells(&a.time);
-                        cells.push(clip(&a.name, name_chars));
-                        cells
-                    })
-                    .collect();
-                Table {
-                    note: t.note(),
-                    header,
+            },
+        ),
+        part(
+            r,
+            "CUDA API Summary (cuda_api_sum)",
+            "cuda_api",
+            &r.cuda_api,
+            |rows| {
+                time_table(
                     rows,
-                    numeric: TIME_NUMERIC.to_vec(),
-                }
-            }),
-    });
-    parts.push(Part {
-        title: "NVTX Range Summary (nvtx_sum)".to_owned(),
-        body: r.nvtx.as_ref().ok_or_else(|| why("nvtx")).map(|rows| {
-            let t = TimeColumns::of(rows.iter().map(|n| &n.time));
-            let mut header = t.header("Instances");
-            header.extend(["Style".to_owned(), "Range".to_owned()]);
-            let rows = rows
-                .iter()
-                .map(|n| {
-                    let mut cells = t.cells(&n.time);
-                    cells.push(format!("{:?}", n.style));
-                    cells.push(clip(&n.range, name_chars));
-                    cells
-                })
-                .collect();
-            Table {
-                note: t.note(),
-                header,
-                rows,
-                numeric: TIME_NUMERIC.to_vec(),
-            }
-        }),
-    });
-    parts.push(Part {
-        title: "GPU Memory Usage (--cuda-memory-usage true)".to_owned(),
-        body: r
-            .memory_usage
-            .as_ref()
-            .ok_or_else(|| why("memory_usage"))
-            .map(|devices| usage_table(devices)),
-    });
-    parts
+                    "Num Calls",
+                    &["Name"],
+                    |a| &a.time,
+                    |a| vec![clip(&a.name, name_chars)],
+                )
+            },
+        ),
+        part(
+            r,
+            "NVTX Range Summary (nvtx_sum)",
+            "nvtx",
+            &r.nvtx,
+            |rows| {
+                time_table(
+                    rows,
+                    "Instances",
+                    &["Style", "Range"],
+                    |n| &n.time,
+                    |n| vec![format!("{:?}", n.style), clip(&n.range, name_chars)],
+                )
+            },
+        ),
+        part(
+            r,
+            "GPU Memory Usage (--cuda-memory-usage true)",
+            "memory_usage",
+            &r.memory_usage,
+            |devices| usage_table(devices),
+        ),
+    ]
 }
 
 fn size_cells(s: &SizeStats, count: u64, operation: &str) -> Vec<String> {
