@@ -73,8 +73,8 @@ pub enum Command {
     /// Nsight Systems: profile a command, snapshot a running training, summarise a capture
     #[command(after_help = "Examples:\n  \
         gpuscope nsys profile -- python train.py               whole run, recommended traces\n  \
-        gpuscope nsys profile --capture-range -- python train.py\n  \
-            only between torch.cuda.profiler.start() and stop()\n  \
+        gpuscope nsys profile --capture-range -- python train.py\n      \
+        only between torch.cuda.profiler.start() and stop()\n  \
         gpuscope nsys launch -- python train.py                ready for snapshots\n  \
         gpuscope nsys attach --pid 4242 --duration 30          30 s of that training\n  \
         gpuscope nsys stats runs/gpuscope/nsys/profile_20260125_102642.sqlite\n  \
@@ -235,6 +235,7 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(arg_required_else_help = false)]
 pub struct NsysArgs {
     #[command(subcommand)]
     pub command: NsysCommand,
