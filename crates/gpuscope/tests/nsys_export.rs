@@ -196,6 +196,19 @@ fn a_renamed_column_names_the_column_and_the_nsys_version() {
 }
 
 #[test]
+fn a_capture_without_memory_operations_names_both_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = changed_copy(&dir, "DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY;");
+    let r = report(&path, KernelNames::Demangled);
+    assert_eq!(
+        r.unavailable["memory_time"],
+        "no GPU memory operations in this capture (tables CUPTI_ACTIVITY_KIND_MEMCPY and \
+         CUPTI_ACTIVITY_KIND_MEMSET absent: cuda was traced, but no memory was copied or set)"
+    );
+    assert_eq!(r.unavailable["memory_size"], r.unavailable["memory_time"]);
+}
+
+#[test]
 fn an_optional_column_missing_degrades_gracefully() {
     let dir = tempfile::tempdir().unwrap();
     let path = changed_copy(
@@ -278,6 +291,32 @@ fn memory_usage_follows_allocations_per_device() {
     assert_eq!((d.allocations, d.frees), (2, 2));
     assert_eq!(d.gpu.as_deref(), Some("NVIDIA GeForce RTX 4060 Ti"));
     assert_eq!(d.gpu_memory_bytes, Some(8_585_216_000));
+}
+
+#[test]
+fn extreme_figures_do_not_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let (min, max) = (i64::MIN, i64::MAX);
+    let path = changed_copy(
+        &dir,
+        &format!(
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {min}, end = {max};
+             UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = {max};
+             CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER NOT NULL, deviceId \
+             INTEGER, bytes INTEGER, memKind INTEGER, memoryOperationType INTEGER);
+             INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES
+               ({min}, 0, {min}, 2, 1), ({max}, 0, {max}, 2, 0), (0, 0, {max}, 2, 0),
+               (5, 0, 1, 2, 7), (6, NULL, NULL, 2, 0);"
+        ),
+    );
+    let r = report(&path, KernelNames::Demangled);
+    let kernel = &r.kernels.expect("kernels")[0];
+    assert_eq!(ns(kernel.time.total_us), max);
+    assert!(r.memory_size.is_some());
+    let usage = &r.memory_usage.expect("memory usage")[0];
+    assert!(usage.timeline.len() <= 400);
+    // The unknown operation type and the event without a size are left out.
+    assert_eq!(usage.allocations + usage.frees, 3);
 }
 
 fn read_error(path: &Path) -> String {

@@ -140,7 +140,6 @@ pub(super) fn memops(db: &Db, meta: &ExportMeta) -> Result<Section<MemOps>> {
     let copies = db.rows(MEMCPY, &copy_columns, |r| mem_op(r, r.get(3)?))?;
     let set_columns = [req("start"), req("end"), req("bytes")];
     let sets = db.rows(MEMSET, &set_columns, |r| mem_op(r, None))?;
-    let both = format!("{MEMCPY} and {MEMSET}");
     let part = |table| Part {
         what: "GPU memory operations",
         table,
@@ -154,12 +153,18 @@ pub(super) fn memops(db: &Db, meta: &ExportMeta) -> Result<Section<MemOps>> {
             return Ok(Err(part(MEMSET).unavailable(Missing::Column(c), meta)))
         }
         (Err(a), Err(b)) => {
-            let missing = if a == Missing::Table && b == Missing::Table {
-                Missing::Table
+            let p = part(MEMCPY);
+            let why = if a == Missing::Table && b == Missing::Table {
+                format!("absent: {}", p.absent_because)
             } else {
-                Missing::Empty
+                "absent or empty".to_owned()
             };
-            return Ok(Err(part(&both).unavailable(missing, meta)));
+            return Ok(Err(Unavailable {
+                why: format!(
+                    "no {} in this capture (tables {MEMCPY} and {MEMSET} {why})",
+                    p.what
+                ),
+            }));
         }
         (copies, sets) => (copies.unwrap_or_default(), sets.unwrap_or_default()),
     };

@@ -81,7 +81,11 @@ fn device_usage(
     let mut running = 0i64;
     let mut sums = Vec::with_capacity(events.len());
     for e in events {
-        let delta = if e.allocation { e.bytes } else { -e.bytes };
+        let delta = if e.allocation {
+            e.bytes
+        } else {
+            e.bytes.saturating_neg()
+        };
         running = running.saturating_add(delta);
         sums.push(running);
     }
@@ -94,8 +98,8 @@ fn device_usage(
         .saturating_neg();
     let (mut peak, mut peak_at) = (before, events.first().map_or(0, |e| e.at));
     for (e, s) in events.iter().zip(&sums) {
-        if s + before > peak {
-            peak = s + before;
+        if s.saturating_add(before) > peak {
+            peak = s.saturating_add(before);
             peak_at = e.at;
         }
     }
@@ -108,7 +112,7 @@ fn device_usage(
         frees: events.len() as u64 - allocations,
         peak_bytes: peak,
         peak_at_us: peak_at as f64 / 1000.0,
-        end_bytes: sums.last().copied().unwrap_or(0) + before,
+        end_bytes: sums.last().copied().unwrap_or(0).saturating_add(before),
         allocated_before_capture_bytes: before,
         timeline: timeline(events, &sums, before),
     }
@@ -120,12 +124,12 @@ fn timeline(events: &[&MemoryEvent], sums: &[i64], before: i64) -> Vec<UsagePoin
     let (Some(first), Some(last)) = (events.first(), events.last()) else {
         return Vec::new();
     };
-    let span = (last.at - first.at).max(1) as f64;
+    let span = (last.at as f64 - first.at as f64).max(1.0);
     let mut best: Vec<Option<(i64, i64)>> = vec![None; MAX_POINTS];
     for (e, s) in events.iter().zip(sums) {
-        let slot = (((e.at - first.at) as f64 / span) * (MAX_POINTS - 1) as f64) as usize;
+        let slot = ((e.at as f64 - first.at as f64) / span * (MAX_POINTS - 1) as f64) as usize;
         let slot = slot.min(MAX_POINTS - 1);
-        let value = s + before;
+        let value = s.saturating_add(before);
         if best[slot].is_none_or(|(_, v)| value > v) {
             best[slot] = Some((e.at, value));
         }

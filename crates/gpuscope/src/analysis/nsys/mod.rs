@@ -167,7 +167,7 @@ fn kernel_summary(export: &NsysExport, kernels: &[Kernel], names: KernelNames) -
             KernelNames::Demangled => k.name,
             KernelNames::Base => k.short_name,
         };
-        ((name, k.grid, k.block), k.end - k.start)
+        ((name, k.grid, k.block), k.end.saturating_sub(k.start))
     });
     by_total_time(keyed)
         .into_iter()
@@ -194,17 +194,18 @@ fn memops(m: &MemOps, by_size: bool) -> Vec<MemOpRow> {
     for op in ops.clone() {
         sizes.entry(label(op.kind)).or_default().push(op.bytes);
     }
-    let mut rows: Vec<MemOpRow> = by_total_time(ops.map(|op| (label(op.kind), op.end - op.start)))
-        .into_iter()
-        .map(|(operation, time)| {
-            let size = size_stats(sizes.remove(&operation).unwrap_or_default());
-            MemOpRow {
-                operation,
-                time,
-                size,
-            }
-        })
-        .collect();
+    let mut rows: Vec<MemOpRow> =
+        by_total_time(ops.map(|op| (label(op.kind), op.end.saturating_sub(op.start))))
+            .into_iter()
+            .map(|(operation, time)| {
+                let size = size_stats(sizes.remove(&operation).unwrap_or_default());
+                MemOpRow {
+                    operation,
+                    time,
+                    size,
+                }
+            })
+            .collect();
     if by_size {
         rows.sort_by(|a, b| {
             b.size
@@ -217,17 +218,21 @@ fn memops(m: &MemOps, by_size: bool) -> Vec<MemOpRow> {
 }
 
 fn api_summary(export: &NsysExport, calls: &[ApiCall]) -> Vec<ApiRow> {
-    by_total_time(calls.iter().map(|c| (c.name, c.end - c.start)))
-        .into_iter()
-        .map(|(id, time)| {
-            let symbol = export.string(id);
-            ApiRow {
-                name: without_version(&symbol).to_owned(),
-                symbol,
-                time,
-            }
-        })
-        .collect()
+    by_total_time(
+        calls
+            .iter()
+            .map(|c| (c.name, c.end.saturating_sub(c.start))),
+    )
+    .into_iter()
+    .map(|(id, time)| {
+        let symbol = export.string(id);
+        ApiRow {
+            name: without_version(&symbol).to_owned(),
+            symbol,
+            time,
+        }
+    })
+    .collect()
 }
 
 /// `cudaMalloc_v3020` → `cudaMalloc`, as cuda_api_sum strips a trailing `_v` and four
@@ -244,7 +249,7 @@ fn nvtx_summary(ranges: &[NvtxRange]) -> Vec<NvtxRow> {
     by_total_time(
         ranges
             .iter()
-            .map(|r| ((r.name.clone(), r.style), r.end - r.start)),
+            .map(|r| ((r.name.clone(), r.style), r.end.saturating_sub(r.start))),
     )
     .into_iter()
     .map(|((range, style), time)| NvtxRow { range, style, time })
