@@ -74,7 +74,7 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
         gpuscope nsys profile -- python train.py               whole run, recommended traces\n  \
         gpuscope nsys profile --capture-range -- python train.py\n      \
-        only between torch.cuda.profiler.start() and stop()\n  \
+        only inside gpuscope.capture() or torch.cuda.profiler.start()/stop()\n  \
         gpuscope nsys launch -- python train.py                ready for snapshots\n  \
         gpuscope nsys attach --pid 4242 --duration 30          30 s of that training\n  \
         gpuscope nsys stats runs/gpuscope/nsys/profile_20260125_102642.sqlite\n  \
@@ -286,8 +286,8 @@ pub enum NsysCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct NsysProfileArgs {
-    /// Record only between cudaProfilerStart() and cudaProfilerStop()
-    /// (torch.cuda.profiler.start()/stop()); nsys ends the program at the stop
+    /// Record only between cudaProfilerStart() and cudaProfilerStop() (gpuscope.capture(),
+    /// torch.cuda.profiler.start()/stop()); nsys ends the program at the stop
     #[arg(long)]
     pub capture_range: bool,
     /// Stop recording after S seconds (nsys then ends the program)

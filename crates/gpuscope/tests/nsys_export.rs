@@ -319,6 +319,24 @@ fn extreme_figures_do_not_overflow() {
     assert_eq!(usage.allocations + usage.frees, 3);
 }
 
+#[test]
+fn wide_text_puts_grid_block_and_name_on_the_row() {
+    let r = report(&export_path(), KernelNames::Demangled);
+    let mut out = Vec::new();
+    gpuscope::render::nsys::text(&r, 160, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.contains("add_parallel("))
+        .expect("kernel row");
+    assert!(row.contains("536.542"), "{row}");
+    assert!(
+        row.contains("97657 1 1") && row.contains("256 1 1"),
+        "{row}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 160));
+}
+
 fn read_error(path: &Path) -> String {
     match read_export(path) {
         Ok(_) => panic!("{} read as an export", path.display()),
