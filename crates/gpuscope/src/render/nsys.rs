@@ -393,14 +393,8 @@ fn aligned(t: &Table, width: u16, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "{}", head.trim_end())?;
         writeln!(out, "    {}", name(&t.header))?;
     }
-    writeln!(
-        out,
-        "{}",
-        "─".repeat(
-            used.max(if inline { used + longest_name } else { 0 })
-                .min(usize::from(width))
-        )
-    )?;
+    let rule = if inline { used + longest_name } else { used };
+    writeln!(out, "{}", "─".repeat(rule.min(usize::from(width))))?;
     for row in &t.rows {
         if inline {
             writeln!(out, "{}{}", line(row), name(row))?;
