@@ -70,8 +70,19 @@ pub enum Command {
     Monitor(PendingArgs),
     /// Run a training command and record GPU and host figures (not implemented yet)
     Run(PendingArgs),
-    /// Nsight Systems capture and summaries (not implemented yet)
-    Nsys(PendingArgs),
+    /// Nsight Systems: profile a command, snapshot a running training, summarise a capture
+    #[command(after_help = "Examples:\n  \
+        gpuscope nsys profile -- python train.py               whole run, recommended traces\n  \
+        gpuscope nsys profile --capture-range -- python train.py\n      \
+        only inside gpuscope.capture() or torch.cuda.profiler.start()/stop()\n  \
+        gpuscope nsys launch -- python train.py                ready for snapshots\n  \
+        gpuscope nsys attach --pid 4242 --duration 30          30 s of that training\n  \
+        gpuscope nsys stats runs/gpuscope/nsys/profile_20260125_102642.sqlite\n  \
+        gpuscope nsys stats report1.nsys-rep --format html -o nsys.html\n\n\
+        profile, launch and attach run Nsight Systems' nsys (found on PATH, in \
+        /opt/nvidia/nsight-systems*/bin or /usr/local/cuda/bin); stats reads the SQLite \
+        export itself and needs nsys only to export a .nsys-rep.")]
+    Nsys(NsysArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -221,6 +232,128 @@ fn parse_size(text: &str) -> Result<u64, String> {
         return Err(format!("not a positive size: {text:?}"));
     }
     Ok((value * scale as f64).round() as u64)
+}
+
+#[derive(Debug, clap::Args)]
+#[command(arg_required_else_help = false)]
+pub struct NsysArgs {
+    #[command(subcommand)]
+    pub command: NsysCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NsysCommand {
+    /// Run a command under nsys profile with the recommended traces (cuda, nvtx, osrt,
+    /// cublas, cudnn) and CUDA memory usage; writes <run dir>/nsys/profile_<time>.nsys-rep
+    /// and its .sqlite export
+    #[command(after_help = "Examples:\n  \
+        gpuscope nsys profile -- python train.py --epochs 1\n  \
+        gpuscope nsys profile --capture-range -- python train.py\n  \
+        gpuscope nsys profile --duration 60 --logdir runs/exp1 -- python train.py\n  \
+        gpuscope nsys profile --dry-run -- python train.py     print the nsys command only\n\n\
+        Exit code: the one nsys returns.")]
+    Profile(NsysProfileArgs),
+    /// Start a command under nsys launch, so that gpuscope nsys attach can later record
+    /// a snapshot of it (Nsight Systems can only record processes it started)
+    #[command(after_help = "Examples:\n  \
+        gpuscope nsys launch -- python train.py\n  \
+        gpuscope nsys launch --session exp1 -- torchrun --nproc-per-node 2 train.py\n\n\
+        Exit code: the one nsys returns (the command's own).")]
+    Launch(NsysLaunchArgs),
+    /// Record a snapshot of a training started with gpuscope nsys launch: nsys start,
+    /// DURATION seconds, nsys stop; writes <run dir>/nsys/snapshot_<pid>_<time>.nsys-rep
+    #[command(after_help = "Examples:\n  \
+        gpuscope nsys attach --pid 4242                     30 seconds, the session found \
+        from the process\n  \
+        gpuscope nsys attach --session exp1 --duration 10\n\n\
+        The training must have been started by gpuscope nsys launch (or by nsys launch \
+        --session-new NAME, then give --session NAME): Nsight Systems cannot attach to a \
+        process it did not start.")]
+    Attach(NsysAttachArgs),
+    /// Summarise a capture: kernels, memory copies by time and size, CUDA API, NVTX ranges
+    /// and GPU memory usage over time, with the columns nsys stats prints
+    #[command(after_help = "Examples:\n  \
+        gpuscope nsys stats report1.sqlite\n  \
+        gpuscope nsys stats report1.nsys-rep              exported first (needs nsys)\n  \
+        gpuscope nsys stats report1.sqlite --base         kernels by base name\n  \
+        gpuscope nsys stats report1.sqlite --format json | jq '.kernels[0]'\n  \
+        gpuscope nsys stats report1.sqlite --format html -o nsys.html\n\n\
+        Reads `nsys export --type sqlite` files of Nsight Systems 2026.1; a part the capture \
+        lacks (no kernels, no NVTX, no --cuda-memory-usage) is named with the reason and the \
+        rest is reported.")]
+    Stats(NsysStatsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct NsysProfileArgs {
+    /// Record only between cudaProfilerStart() and cudaProfilerStop() (gpuscope.capture(),
+    /// torch.cuda.profiler.start()/stop()); nsys ends the program at the stop
+    #[arg(long)]
+    pub capture_range: bool,
+    /// Stop recording after S seconds (nsys then ends the program)
+    #[arg(long, value_name = "S")]
+    pub duration: Option<u32>,
+    #[command(flatten)]
+    pub run: NsysRunArgs,
+    /// The command to profile, after `--`
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct NsysLaunchArgs {
+    /// Name of the nsys session (default: gpuscope-<time>)
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub run: NsysRunArgs,
+    /// The command to start, after `--`
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct NsysAttachArgs {
+    /// A process of the training (its session is read from its environment)
+    #[arg(long, value_name = "PID", required_unless_present = "session")]
+    pub pid: Option<u32>,
+    /// The nsys session to record, instead of the one of --pid
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// Seconds to record
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    pub duration: u32,
+    #[command(flatten)]
+    pub run: NsysRunArgs,
+}
+
+/// Where nsys writes, and whether to run it at all.
+#[derive(Debug, clap::Args)]
+pub struct NsysRunArgs {
+    /// Run directory; nsys files go to its nsys/ (default: $GPUSCOPE_RUN_DIR, else
+    /// runs/gpuscope)
+    #[arg(long, value_name = "DIR")]
+    pub logdir: Option<PathBuf>,
+    /// Print the nsys commands without running them
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct NsysStatsArgs {
+    /// An `nsys export --type sqlite` file, or a .nsys-rep report (exported beside it
+    /// first, with nsys)
+    pub path: PathBuf,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
+    /// Write to FILE instead of stdout
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Name and group kernels by base name (cuda_gpu_kern_sum:base) instead of the
+    /// demangled signature
+    #[arg(long)]
+    pub base: bool,
 }
 
 /// Arguments of subcommands that later work fills in; accepted so `--help` shows them.

@@ -9,6 +9,7 @@ pub mod batch_writer;
 pub mod error;
 pub mod host;
 pub mod model;
+pub mod nsys;
 pub mod pickle;
 pub mod progress;
 pub mod render;

@@ -1,5 +1,6 @@
 //! One module per subcommand; `dispatch` routes parsed arguments to them.
 
+mod nsys;
 mod report;
 mod snapshot;
 mod tb;
@@ -17,7 +18,7 @@ pub fn dispatch(cli: Cli) -> Result<(), Failure> {
         Command::Snapshot(args) => snapshot::run(args),
         Command::Monitor(_) => pending("monitor", 9),
         Command::Run(_) => pending("run", 9),
-        Command::Nsys(_) => pending("nsys", 9),
+        Command::Nsys(args) => nsys::run(args),
     }
 }
 

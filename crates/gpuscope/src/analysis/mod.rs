@@ -6,6 +6,7 @@ pub mod gradients;
 pub mod health;
 pub mod leak;
 pub mod losses;
+pub mod nsys;
 pub mod oom;
 pub mod report;
 pub mod sections;

@@ -3,6 +3,7 @@
 pub mod health;
 pub mod memory;
 pub mod names;
+pub mod nsys;
 pub mod snapshot;
 pub mod spelled;
 pub mod tensorboard;

@@ -4,6 +4,8 @@
 pub mod health;
 pub mod html;
 pub mod memory_timeline;
+pub mod nsys;
+pub mod nsys_html;
 pub mod report;
 pub mod snapshot;
 pub mod snapshot_html;
