@@ -51,8 +51,8 @@ pub enum Command {
         gpuscope trace trace.json --format json | jq '.ranks[0].temporal'\n  \
         gpuscope trace trace.json.gz --hta-compat    times rounded as HTA rounds them\n  \
         gpuscope trace before.json.gz --diff after.json.gz\n  \
-        gpuscope trace traces/ --export parquet -o tables/\n  \
-            then: duckdb -c \"select name, sum(dur_ns) from 'tables/kernels.parquet' group by 1\"\n\n\
+        gpuscope trace traces/ --export parquet -o tables/\n    \
+        then: duckdb -c \"select name, sum(dur_ns) from 'tables/kernels.parquet' group by 1\"\n\n\
         The last profiler step is left out when there are two or more, as HTA does.")]
     Trace(TraceArgs),
     /// Analyse CUDA allocator snapshots: what was alive at the peak, leaks, fragmentation

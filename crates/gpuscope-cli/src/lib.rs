@@ -12,6 +12,7 @@ mod output;
 
 use std::ffi::OsString;
 
+use clap::error::ErrorKind;
 use clap::Parser;
 
 pub use failure::Failure;
@@ -28,6 +29,11 @@ where
             // --help and --version: clap prints them to stdout.
             let _ = e.print();
             return 0;
+        }
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `gpuscope` alone: the help, on stderr, as a usage error.
+            let _ = e.print();
+            return 2;
         }
         Err(e) => {
             // A usage error, as one line like every other error.
