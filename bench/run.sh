@@ -51,3 +51,4 @@ fi
 bench bench_trace.py BENCH_TRACE_ARGS --hta-venv "$hta_venv"
 bench bench_snapshot.py BENCH_SNAPSHOT_ARGS
 bench bench_sections.py BENCH_SECTIONS_ARGS
+bench bench_gradients.py BENCH_GRADIENTS_ARGS

@@ -5,7 +5,7 @@ how often clipping bit (seed 001's wish list); as an opt-in, the update/weight r
 copy of the weights from before the step.
 
 The norms come from one ``torch._foreach_norm`` over all gradients (no Python loop over
-elements; its cost for models with thousands of tensors is not benchmarked yet); group
+elements; bench/bench_gradients.py measures it beside the loops people write); group
 and module norms combine the per-tensor norms (the L2 norm of a set of tensors is the L2
 norm of their norms).
 """
@@ -63,11 +63,17 @@ class GradientFlow:
         named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
         with_grad = [(n, p) for n, p in named if p.grad is not None]
         grads = [p.grad for _, p in with_grad if p.grad is not None]
-        norms = (
-            [float(x) for x in torch.stack(torch._foreach_norm(grads)).tolist()] if grads else []
-        )
-        global_norm = _combined(norms)
         self._measured += 1
+        if not grads:
+            norms: list[float] = []
+            global_norm = 0.0
+        elif full:
+            norms = [float(x) for x in torch.stack(torch._foreach_norm(grads)).tolist()]
+            global_norm = _combined(norms)
+        else:
+            # The global norm alone: one scalar crosses to the host.
+            stacked = torch.stack(torch._foreach_norm(grads)).double()
+            global_norm = float(torch.linalg.vector_norm(stacked).item())
         if clip_max_norm is not None and global_norm > clip_max_norm:
             self._clipped += 1
             self._factors.append(clip_max_norm / global_norm)
@@ -86,8 +92,15 @@ class GradientFlow:
             params = [p.detach() for _, p in with_grad]
             copies = list(torch._foreach_mul(params, 1.0)) if params else []
             self._before = ([self._module_of(n) for n, _ in with_grad], params, copies)
-        zeros = sum(int(g.numel() - torch.count_nonzero(g)) for g in grads)
+        # The L0 "norm" counts the non-zero elements, all tensors in one pass (float32:
+        # exact up to 2^24 elements per tensor, a rounding beyond).
+        nonzero = (
+            float(torch.stack(torch._foreach_norm(grads, 0, dtype=torch.float32)).sum().item())
+            if grads
+            else 0.0
+        )
         elements = sum(g.numel() for g in grads)
+        zeros = elements - nonzero
         self._pending = {
             "iteration": int(iteration),
             "global_norm": _finite(global_norm),

@@ -64,8 +64,16 @@ def _all_finite(values: list[torch.Tensor | float], norms: list[torch.Tensor]) -
     if not all(math.isfinite(v) for v in values if isinstance(v, float)):
         return False
     by_device: dict[torch.device, list[torch.Tensor]] = {}
-    for t in [v for v in values if isinstance(v, torch.Tensor)] + norms:
-        by_device.setdefault(t.device, []).append(t.reshape(()).float())
+    for t in values:
+        if isinstance(t, torch.Tensor):
+            by_device.setdefault(t.device, []).append(t.float())
+    norms_by_device: dict[torch.device, list[torch.Tensor]] = {}
+    for n in norms:
+        norms_by_device.setdefault(n.device, []).append(n)
+    for device, ns in norms_by_device.items():
+        # A device's gradient norms as one figure: stacking them is the one pass over them.
+        total = torch.linalg.vector_norm(torch.stack(ns).float()).reshape(())
+        by_device.setdefault(device, []).append(total)
     return all(bool(torch.isfinite(torch.stack(ts)).all().item()) for ts in by_device.values())
 
 
@@ -99,7 +107,9 @@ class NonfiniteCheck:
     def _parameters(self) -> list[tuple[str, torch.Tensor]]:
         """The model's parameters by name, then those only the optimizer holds (a learned
         temperature beside the model), named by their group and place in it."""
-        named = list(self.model.named_parameters()) if self.model is not None else []
+        named: list[tuple[str, torch.Tensor]] = (
+            list(self.model.named_parameters()) if self.model is not None else []
+        )
         seen = {id(p) for _, p in named}
         if self.optimizer is not None:
             for g, group in enumerate(self.optimizer.param_groups):
