@@ -3,6 +3,7 @@
 
 pub mod html;
 pub mod memory_timeline;
+pub mod monitor;
 pub mod report;
 pub mod snapshot;
 pub mod snapshot_html;
