@@ -10,6 +10,8 @@ pub enum Failure {
     Usage(String),
     /// The reader of our output went away (`| head`): exit 0, say nothing.
     ClosedPipe,
+    /// `gpuscope run`'s child ended with this non-zero code: pass it on, say nothing.
+    Exit(i32),
 }
 
 impl Failure {
@@ -21,6 +23,7 @@ impl Failure {
                 2
             }
             Failure::ClosedPipe => 0,
+            Failure::Exit(code) => code,
         }
     }
 }

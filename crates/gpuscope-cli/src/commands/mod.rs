@@ -1,6 +1,8 @@
 //! One module per subcommand; `dispatch` routes parsed arguments to them.
 
+mod monitor;
 mod report;
+mod run;
 mod snapshot;
 mod tb;
 mod trace;
@@ -15,8 +17,8 @@ pub fn dispatch(cli: Cli) -> Result<(), Failure> {
         Command::Report(args) => report::run(args),
         Command::Trace(args) => trace::run(args),
         Command::Snapshot(args) => snapshot::run(args),
-        Command::Monitor(_) => pending("monitor", 9),
-        Command::Run(_) => pending("run", 9),
+        Command::Monitor(args) => monitor::run(args),
+        Command::Run(args) => run::run(args),
         Command::Nsys(_) => pending("nsys", 9),
     }
 }

@@ -83,6 +83,12 @@ impl Sampler {
         self.tree_root = Some(pid);
     }
 
+    /// Takes a first CPU reading now, so that the next sample has CPU figures (CPU use is
+    /// measured between two readings, at least 200 ms apart).
+    pub fn prime_cpu(&mut self) {
+        self.host.host();
+    }
+
     /// Why there is no GPU source, when there is none.
     pub fn no_gpu_reason(&self) -> Option<&str> {
         self.no_gpu_reason.as_deref()

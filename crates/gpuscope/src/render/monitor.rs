@@ -22,6 +22,15 @@ fn or_na<T>(value: Option<T>, show: impl FnOnce(T) -> String) -> String {
     value.map_or_else(|| "n/a".to_owned(), show)
 }
 
+/// Bytes in at most five characters, for the `--watch` table: `10.5G`, `389M`.
+fn short(n: u64) -> String {
+    if n >= 1 << 30 {
+        format!("{:.1}G", n as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{}M", (n as f64 / (1u64 << 20) as f64).round())
+    }
+}
+
 /// `a / b (p%)` with `n/a` for what is unknown.
 fn used_of(
     used: Option<u64>,
@@ -111,10 +120,16 @@ fn tree_text(tree: &TreeSample) -> String {
     text
 }
 
-/// The `--watch` screen: a title line, one table row per GPU with its processes, the
-/// host line; at most `width` columns.
-pub fn watch(sample: &Sample, title: &str, width: u16, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "{}", clip(title, width as usize))?;
+/// The `--watch` screen: a title line (host, local time, source), one table row per GPU
+/// with its processes, the host line; at most `width` columns.
+pub fn watch(sample: &Sample, width: u16, out: &mut dyn Write) -> io::Result<()> {
+    let title = format!(
+        "{}  {}  {}",
+        gethostname::gethostname().to_string_lossy(),
+        local_time(sample.time, "%Y-%m-%d %H:%M:%S").unwrap_or_default(),
+        sample.source
+    );
+    writeln!(out, "{}", clip(&title, width as usize))?;
     if !sample.gpus.is_empty() {
         let mut t = table(width);
         t.set_header([
@@ -133,16 +148,20 @@ pub fn watch(sample: &Sample, title: &str, width: u16, out: &mut dyn Write) -> i
                 .map(|p| {
                     let name = p.name.as_deref().unwrap_or("?");
                     let name = name.rsplit('/').next().unwrap_or(name);
-                    format!("{}/{}({})", name, p.pid, or_na(p.used_memory_bytes, bytes))
+                    format!("{name}/{}({})", p.pid, or_na(p.used_memory_bytes, short))
                 })
                 .collect();
             t.add_row([
                 g.index.to_string(),
-                g.name.clone(),
+                clip(&g.name, 20),
                 or_na(g.temperature_c, |c| format!("{c:.0}°C")),
-                or_na(g.utilization_percent, |u| format!("{u:.0} %")),
-                used_of(g.memory_used_bytes, g.memory_total_bytes, None, bytes),
-                or_na(g.power_w, |p| format!("{p:.0} W")),
+                or_na(g.utilization_percent, |u| format!("{u:.0}%")),
+                format!(
+                    "{}/{}",
+                    or_na(g.memory_used_bytes, short),
+                    or_na(g.memory_total_bytes, short)
+                ),
+                or_na(g.power_w, |p| format!("{p:.0}W")),
                 processes.join(" "),
             ]);
         }
@@ -180,7 +199,7 @@ pub fn summary_text(peaks: &Peaks, out: &mut dyn Write) -> io::Result<()> {
                 bytes
             )
         );
-        if let Some(at) = g.peak_memory_time.and_then(local_time) {
+        if let Some(at) = g.peak_memory_time.and_then(|t| local_time(t, "%H:%M:%S")) {
             line += &format!(" at {at}");
         }
         line += &format!(
@@ -233,13 +252,9 @@ pub fn summary_json(peaks: &Peaks, duration_s: Option<f64>, out: &mut dyn Write)
     writeln!(out)
 }
 
-fn local_time(unix: f64) -> Option<String> {
+fn local_time(unix: f64, format: &str) -> Option<String> {
     let t = chrono::DateTime::from_timestamp(unix as i64, 0)?;
-    Some(
-        t.with_timezone(&chrono::Local)
-            .format("%H:%M:%S")
-            .to_string(),
-    )
+    Some(t.with_timezone(&chrono::Local).format(format).to_string())
 }
 
 #[cfg(test)]
