@@ -7,10 +7,9 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use assert_cmd::Command;
+use common::{one_error_line, text};
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
 
 /// `gpuscope run --logdir DIR -- sh -c SCRIPT`.
 fn run_sh(dir: &Path, script: &str) -> Output {
@@ -87,7 +86,10 @@ fn sigterm_and_sigint_are_passed_on_to_the_command() {
 #[test]
 fn the_child_sees_the_run_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run_sh(dir.path(), "printf %s \"$GPUSCOPE_RUN_DIR\" > \"$GPUSCOPE_RUN_DIR/seen\"");
+    let out = run_sh(
+        dir.path(),
+        "printf %s \"$GPUSCOPE_RUN_DIR\" > \"$GPUSCOPE_RUN_DIR/seen\"",
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let seen = std::fs::read_to_string(dir.path().join("seen")).unwrap();
     assert_eq!(Path::new(&seen), dir.path());
@@ -165,15 +167,15 @@ fn a_command_that_cannot_start_exits_2_with_one_line() {
         .args(["run", "--", "no-such-command-gpuscope-test", "--flag"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = one_error_line(&out);
     assert!(
         err.starts_with("error: no-such-command-gpuscope-test: cannot start the command"),
         "{err}"
     );
     // The run directory made for it is taken away again.
-    let left: Vec<_> = std::fs::read_dir(cwd.path().join("runs")).unwrap().collect();
+    let left: Vec<_> = std::fs::read_dir(cwd.path().join("runs"))
+        .unwrap()
+        .collect();
     assert!(left.is_empty());
 }
 
@@ -184,6 +186,5 @@ fn a_run_without_a_command_is_a_usage_error() {
         .args(["run"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).starts_with("error: "));
+    one_error_line(&out);
 }

@@ -92,9 +92,8 @@ impl HostSampler {
             .iter()
             .filter(|p| in_tree.contains(&p.pid))
             .collect();
-        let gpu_memory_bytes = if gpus.is_empty() {
-            None
-        } else if ours.iter().all(|p| p.used_memory_bytes.is_none()) && !ours.is_empty() {
+        let unreported = !ours.is_empty() && ours.iter().all(|p| p.used_memory_bytes.is_none());
+        let gpu_memory_bytes = if gpus.is_empty() || unreported {
             None
         } else {
             Some(ours.iter().filter_map(|p| p.used_memory_bytes).sum())

@@ -19,7 +19,8 @@ use nvml::NvmlSource;
 
 /// Where GPU figures come from.
 enum Source {
-    Nvml(NvmlSource),
+    /// Boxed: NVML's function table is 12 kB.
+    Nvml(Box<NvmlSource>),
     NvidiaSmi(NvidiaSmi),
     /// A saved nvidia-smi output, read once: every sample shows the same GPUs.
     Saved {
@@ -42,7 +43,7 @@ impl Sampler {
     /// [`Self::no_gpu_reason`] says why (`NVML not loadable, nvidia-smi not on PATH`).
     pub fn detect() -> Sampler {
         let (source, reason) = match NvmlSource::open() {
-            Ok(nvml) => (Source::Nvml(nvml), None),
+            Ok(nvml) => (Source::Nvml(Box::new(nvml)), None),
             Err(nvml_failed) => match NvidiaSmi::probe() {
                 Ok(smi) => (Source::NvidiaSmi(smi), None),
                 Err(smi_failed) => (Source::None, Some(format!("{nvml_failed}, {smi_failed}"))),
