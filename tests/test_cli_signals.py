@@ -17,7 +17,7 @@ import pytest
 from _helpers import event_files, run
 
 VIAS = ["script", "module", "native"]
-PENDING = ["monitor", "run", "nsys"]
+PENDING = ["nsys"]
 BIG_SCALARS = 2_000_000
 BIG_LINKS = 4  # extra names for the big file: the reader goes through it 1 + BIG_LINKS times
 
