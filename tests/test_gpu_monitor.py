@@ -30,7 +30,7 @@ def test_monitor_scalars_read_back_with_event_accumulator(
     tmp_path: Path, saved_table: Path
 ) -> None:
     tb = tmp_path / "tb"
-    args = ["monitor", "--count", "3", "--interval", "0.1", "--from", saved_table]
+    args: list[str | Path] = ["monitor", "--count", "3", "--interval", "0.1", "--from", saved_table]
     result = gpuscope_cli(*args, "--tensorboard", tb)
     assert result.returncode == 0, result.stderr
     acc = accumulator(tb)
@@ -64,7 +64,8 @@ def test_ctrl_c_ends_the_pip_installed_monitor_with_its_peaks(saved_table: Path)
 def test_run_records_a_cpu_training_into_its_run_directory(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     train = REPO_ROOT / "examples" / "tiny_train.py"
-    args = ["run", "--logdir", run_dir, "--interval", "0.25", "--", sys.executable, train]
+    args: list[str | Path] = ["run", "--logdir", run_dir, "--interval", "0.25", "--"]
+    args += [sys.executable, train]
     result = gpuscope_cli(*args, timeout=600)
     assert result.returncode == 0, result.stderr
     samples = [json.loads(line) for line in (run_dir / "gpu.jsonl").read_text().splitlines()]
