@@ -130,3 +130,53 @@ fn processes(lines: &[&str]) -> Result<Vec<(u32, GpuProcess)>, String> {
     }
     Ok(found)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::gpu::MIB;
+
+    /// The layout of drivers 525+ (wider name cell, `N/A` fan), typed after it, with a
+    /// process whose memory the driver does not report (the seed's troubleshooting case).
+    const DRIVER_535: &str = "\
++---------------------------------------------------------------------------------------+
+| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |
+|-----------------------------------------+----------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |
+|                                         |                      |               MIG M. |
+|=========================================+======================+======================|
+|   0  NVIDIA A100-SXM4-80GB          On  | 00000000:07:00.0 Off |                    0 |
+| N/A   30C    P0              62W / 400W |   1234MiB / 81920MiB |     17%      Default |
+|                                         |                      |             Disabled |
++-----------------------------------------+----------------------+----------------------+
+
++---------------------------------------------------------------------------------------+
+| Processes:                                                                            |
+|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |
+|        ID   ID                                                             Usage      |
+|=======================================================================================|
+|    0   N/A  N/A   2497455      C   python train.py                                N/A |
++---------------------------------------------------------------------------------------+
+";
+
+    #[test]
+    fn newer_layout_with_unreported_process_memory() {
+        let gpus = parse(DRIVER_535).unwrap();
+        assert_eq!(gpus.len(), 1);
+        assert_eq!(gpus[0].name, "NVIDIA A100-SXM4-80GB");
+        assert_eq!(gpus[0].memory_used_bytes, Some(1234 * MIB));
+        assert_eq!(gpus[0].utilization_percent, Some(17.0));
+        assert_eq!(gpus[0].power_limit_w, Some(400.0));
+        let process = &gpus[0].processes[0];
+        assert_eq!(process.pid, 2_497_455);
+        assert_eq!(process.name.as_deref(), Some("python train.py"));
+        assert_eq!(process.used_memory_bytes, None);
+    }
+
+    #[test]
+    fn text_without_a_table_is_refused() {
+        assert!(parse("Failed to initialize NVML: Driver/library version mismatch").is_err());
+        assert!(parse("|===|\n").is_err());
+    }
+}
