@@ -182,7 +182,8 @@ fn log_jsonl_and_csv_hold_every_sample() {
     let dir = tempfile::tempdir().unwrap();
     let jsonl = dir.path().join("gpu.jsonl");
     let csv = dir.path().join("gpu.csv");
-    for log in [&jsonl, &csv] {
+    // The CSV twice: a restarted monitor appends, and writes the header only once.
+    for log in [&jsonl, &csv, &csv] {
         let out = gpuscope()
             .args(["monitor", "--count", "2", "--interval", "0.1", "--from"])
             .arg(shared(RTX2070))
@@ -210,9 +211,10 @@ fn log_jsonl_and_csv_hold_every_sample() {
     let rows: Vec<&str> = table.lines().collect();
     assert_eq!(
         rows.len(),
-        1 + 2 * 2,
-        "a header, then one row per GPU per sample"
+        1 + 2 * 2 * 2,
+        "a header, then a row per GPU per sample"
     );
+    assert_eq!(rows.iter().filter(|r| r.starts_with("time,")).count(), 1);
     assert!(rows[0].starts_with("time,source,gpu_index,gpu_name,gpu_uuid,memory_used_bytes,"));
     let first: Vec<&str> = rows[1].split(',').collect();
     assert_eq!(
