@@ -160,8 +160,8 @@ fn the_watch_table_fits_80_columns_and_lists_processes() {
     }
     assert!(screen.contains("GeForce RTX 2070"));
     assert!(screen.contains("749M/7.8G"), "{screen}");
-    assert!(screen.contains("python/1032(745M)"), "{screen}");
-    assert!(screen.contains("MATLAB/4755(3M)"), "{screen}");
+    assert!(screen.contains("python 1032 745M"), "{screen}");
+    assert!(screen.contains("MATLAB 4755 3M"), "{screen}");
 }
 
 #[test]

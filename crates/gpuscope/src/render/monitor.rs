@@ -148,7 +148,7 @@ pub fn watch(sample: &Sample, width: u16, out: &mut dyn Write) -> io::Result<()>
                 .map(|p| {
                     let name = p.name.as_deref().unwrap_or("?");
                     let name = name.rsplit('/').next().unwrap_or(name);
-                    format!("{name}/{}({})", p.pid, or_na(p.used_memory_bytes, short))
+                    format!("{name} {} {}", p.pid, or_na(p.used_memory_bytes, short))
                 })
                 .collect();
             t.add_row([
@@ -162,7 +162,7 @@ pub fn watch(sample: &Sample, width: u16, out: &mut dyn Write) -> io::Result<()>
                     or_na(g.memory_total_bytes, short)
                 ),
                 or_na(g.power_w, |p| format!("{p:.0}W")),
-                processes.join(" "),
+                processes.join("\n"),
             ]);
         }
         right_align(&mut t, &[0, 2, 3, 4, 5]);
