@@ -66,10 +66,30 @@ pub enum Command {
         Reads torch.cuda.memory._dump_snapshot() pickles without Python or torch. Nothing \
         in the file is executed: a pickle that would import or call code is refused.")]
     Snapshot(SnapshotArgs),
-    /// Watch GPU memory and utilisation (not implemented yet)
-    Monitor(PendingArgs),
-    /// Run a training command and record GPU and host figures (not implemented yet)
-    Run(PendingArgs),
+    /// Watch GPU memory, utilisation, temperature, power and processes, and the host
+    #[command(after_help = "Examples:\n  \
+        gpuscope monitor                          GPU Memory: 15.6 GB / 16.0 GB (97%) ... every 2 s\n  \
+        gpuscope monitor --watch                  a table per GPU with its processes, redrawn\n  \
+        gpuscope monitor --once --format json | jq '.gpus[0].memory_used_bytes'\n  \
+        gpuscope monitor --interval 1 --log gpu.jsonl --tensorboard runs/exp1/tensorboard\n  \
+        gpuscope monitor --log gpu.csv --count 60   one minute into a spreadsheet\n  \
+        gpuscope monitor --from saved-nvidia-smi.txt   a saved nvidia-smi, -q -x or CSV output\n\n\
+        GPUs are read through NVML, else `nvidia-smi --query-gpu` on PATH; with neither, \
+        the host's CPU and RAM are still shown (exit 0; --require-gpu makes it exit 2). \
+        Ctrl-C ends it with the peaks of each GPU.")]
+    Monitor(MonitorArgs),
+    /// Run a command (your training) and record GPU, host and process-tree figures
+    #[command(after_help = "Examples:\n  \
+        gpuscope run -- python train.py --epochs 3\n  \
+        gpuscope run --logdir runs/exp1 -- python train.py\n  \
+        gpuscope run --interval 0.5 -- torchrun --nproc-per-node 2 train.py\n\n\
+        The command runs with GPUSCOPE_RUN_DIR set to the run directory (default: \
+        $GPUSCOPE_RUN_DIR, else a new runs/<YYYYmmdd_HHMMSS>), so gpuscope inside the \
+        training writes there too. Samples go to <run dir>/gpu.jsonl and TensorBoard GPU/* \
+        and Host/* tags in <run dir>/tensorboard/. SIGINT and SIGTERM sent to gpuscope are \
+        passed on to the command. Exit code: the command's (128+N if signal N killed it); \
+        2 if it could not be started.")]
+    Run(RunArgs),
     /// Nsight Systems: profile a command, snapshot a running training, summarise a capture
     #[command(after_help = "Examples:\n  \
         gpuscope nsys profile -- python train.py               whole run, recommended traces\n  \
@@ -356,9 +376,68 @@ pub struct NsysStatsArgs {
     pub base: bool,
 }
 
-/// Arguments of subcommands that later work fills in; accepted so `--help` shows them.
 #[derive(Debug, clap::Args)]
-pub struct PendingArgs {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub rest: Vec<String>,
+pub struct MonitorArgs {
+    /// Seconds between samples
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = parse_interval)]
+    pub interval: f64,
+    /// A table of every GPU with its processes, redrawn in place (gpustat-like)
+    #[arg(long)]
+    pub watch: bool,
+    /// One sample, then exit
+    #[arg(long)]
+    pub once: bool,
+    /// Stop after N samples (default: until Ctrl-C)
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Output format: text (the seed's line, or --watch's table) or json (one line per sample)
+    #[arg(long, value_enum, default_value_t = MonitorFormat::Text)]
+    pub format: MonitorFormat,
+    /// Also append every sample to FILE: .csv for one row per GPU, else JSON lines (gpu.jsonl's)
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Also write TensorBoard scalars (GPU/<i>/*, Host/*) into a new event file in DIR
+    #[arg(long, value_name = "DIR")]
+    pub tensorboard: Option<PathBuf>,
+    /// Exit 2 when no GPU can be read, instead of showing the host alone
+    #[arg(long)]
+    pub require_gpu: bool,
+    /// Read GPUs from a saved `nvidia-smi`, `nvidia-smi -q -x` or `--query-gpu` CSV output
+    /// instead of this machine's
+    #[arg(long, value_name = "FILE")]
+    pub from: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MonitorFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Run directory (default: $GPUSCOPE_RUN_DIR, else a new runs/<YYYYmmdd_HHMMSS>)
+    #[arg(long, value_name = "DIR")]
+    pub logdir: Option<PathBuf>,
+    /// Seconds between samples
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = parse_interval)]
+    pub interval: f64,
+    /// The command and its arguments, after `--`
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// Seconds between samples: positive, at most a day.
+fn parse_interval(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(s),
+        _ => Err(format!(
+            "not an interval in seconds: {text:?} (try 0.5 or 2)"
+        )),
+    }
 }

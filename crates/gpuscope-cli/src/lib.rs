@@ -9,6 +9,7 @@ mod args;
 mod commands;
 mod failure;
 mod output;
+mod signals;
 
 use std::ffi::OsString;
 

@@ -109,13 +109,13 @@ fn unknown_tag_says_how_to_list_tags() {
 }
 
 #[test]
-fn pending_subcommands_say_so() {
-    for sub in ["monitor", "run"] {
-        let out = gpuscope().args([sub, "x"]).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{sub}");
-        assert!(stderr_of(&out).contains("not implemented yet"), "{sub}");
-        assert!(out.stdout.is_empty(), "{sub}");
-    }
+fn no_subcommand_prints_the_help_as_a_usage_error() {
+    let out = gpuscope().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert!(err.contains("Usage: gpuscope <COMMAND>"), "{err}");
+    assert!(err.contains("nsys") && err.contains("monitor"), "{err}");
+    assert!(out.stdout.is_empty());
 }
 
 #[test]

@@ -7,6 +7,7 @@
 pub mod analysis;
 pub mod batch_writer;
 pub mod error;
+pub mod gpu;
 pub mod host;
 pub mod model;
 pub mod nsys;

@@ -1,7 +1,9 @@
 //! One module per subcommand; `dispatch` routes parsed arguments to them.
 
+mod monitor;
 mod nsys;
 mod report;
+mod run;
 mod snapshot;
 mod tb;
 mod trace;
@@ -16,14 +18,8 @@ pub fn dispatch(cli: Cli) -> Result<(), Failure> {
         Command::Report(args) => report::run(args),
         Command::Trace(args) => trace::run(args),
         Command::Snapshot(args) => snapshot::run(args),
-        Command::Monitor(_) => pending("monitor", 9),
-        Command::Run(_) => pending("run", 9),
+        Command::Monitor(args) => monitor::run(args),
+        Command::Run(args) => run::run(args),
         Command::Nsys(args) => nsys::run(args),
     }
-}
-
-fn pending(name: &str, issue: u32) -> Result<(), Failure> {
-    Err(Failure::Usage(format!(
-        "gpuscope {name} is not implemented yet (tracked in issue #{issue})"
-    )))
 }

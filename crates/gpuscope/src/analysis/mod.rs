@@ -2,6 +2,7 @@
 
 pub mod advice;
 pub mod compare;
+pub mod gpu_peaks;
 pub mod gradients;
 pub mod health;
 pub mod leak;

@@ -1,5 +1,6 @@
 //! Plain typed data that the formats produce and the analyses consume. No I/O here.
 
+pub mod gpu;
 pub mod health;
 pub mod memory;
 pub mod names;

@@ -4,6 +4,7 @@
 pub mod health;
 pub mod html;
 pub mod memory_timeline;
+pub mod monitor;
 pub mod nsys;
 pub mod nsys_html;
 pub mod report;

@@ -1,0 +1,140 @@
+//! GPU and host samples: where GPU figures come from (NVML, then `nvidia-smi` on PATH,
+//! else none — or a saved nvidia-smi output), the host and process-tree figures beside
+//! them, and the files they are logged to (`gpu.jsonl`, CSV, TensorBoard `GPU/`, `Host/`).
+
+pub mod host;
+pub mod log;
+pub mod nvidia_smi;
+pub mod nvml;
+pub mod tags;
+
+use std::path::Path;
+
+use crate::model::gpu::{GpuSample, Sample, SAMPLE_SCHEMA};
+use crate::tfevents::file_writer::now_unix;
+use crate::{Error, Result};
+use host::HostSampler;
+use nvidia_smi::NvidiaSmi;
+use nvml::NvmlSource;
+
+/// Where GPU figures come from.
+enum Source {
+    /// Boxed: NVML's function table is 12 kB.
+    Nvml(Box<NvmlSource>),
+    NvidiaSmi(NvidiaSmi),
+    /// A saved nvidia-smi output, read once: every sample shows the same GPUs.
+    Saved {
+        path: String,
+        gpus: Vec<GpuSample>,
+    },
+    None,
+}
+
+/// Takes [`Sample`]s: GPUs from one source, the host, and optionally a process tree.
+pub struct Sampler {
+    source: Source,
+    host: HostSampler,
+    tree_root: Option<u32>,
+    no_gpu_reason: Option<String>,
+}
+
+impl Sampler {
+    /// Tries NVML, then nvidia-smi on PATH; with neither, samples the host only and
+    /// [`Self::no_gpu_reason`] says why (`NVML not loadable, nvidia-smi not on PATH`).
+    pub fn detect() -> Sampler {
+        let (source, reason) = match NvmlSource::open() {
+            Ok(nvml) => (Source::Nvml(Box::new(nvml)), None),
+            Err(nvml_failed) => match NvidiaSmi::probe() {
+                Ok(smi) => (Source::NvidiaSmi(smi), None),
+                Err(smi_failed) => (Source::None, Some(format!("{nvml_failed}, {smi_failed}"))),
+            },
+        };
+        Sampler::with_source(source, reason)
+    }
+
+    /// GPUs from a saved `nvidia-smi`, `nvidia-smi -q -x` or `--query-gpu` CSV output.
+    pub fn from_saved(path: &Path) -> Result<Sampler> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let gpus = nvidia_smi::parse_saved(&text).map_err(|what| {
+            Error::bad_input(
+                path,
+                format!(
+                    "{what} (give a saved nvidia-smi, nvidia-smi -q -x or --query-gpu CSV output)"
+                ),
+            )
+        })?;
+        let source = Source::Saved {
+            path: path.display().to_string(),
+            gpus,
+        };
+        Ok(Sampler::with_source(source, None))
+    }
+
+    fn with_source(source: Source, no_gpu_reason: Option<String>) -> Sampler {
+        Sampler {
+            source,
+            host: HostSampler::new(),
+            tree_root: None,
+            no_gpu_reason,
+        }
+    }
+
+    /// Also samples the process tree under `pid` from now on.
+    pub fn follow_tree(&mut self, pid: u32) {
+        self.tree_root = Some(pid);
+    }
+
+    /// Takes a first CPU reading now, so that the next sample has CPU figures (CPU use is
+    /// measured between two readings, at least 200 ms apart).
+    pub fn prime_cpu(&mut self) {
+        self.host.host();
+    }
+
+    /// Why there is no GPU source, when there is none.
+    pub fn no_gpu_reason(&self) -> Option<&str> {
+        self.no_gpu_reason.as_deref()
+    }
+
+    /// The source's name as written in each sample's `source`.
+    pub fn source_name(&self) -> String {
+        match &self.source {
+            Source::Nvml(_) => "nvml".into(),
+            Source::NvidiaSmi(_) => "nvidia-smi".into(),
+            Source::Saved { path, .. } => path.clone(),
+            Source::None => "none".into(),
+        }
+    }
+
+    /// Everything now. A source that fails leaves `gpus` empty and says why in `gpu_error`.
+    pub fn sample(&mut self) -> Sample {
+        let time = now_unix();
+        let read = match &self.source {
+            Source::Nvml(nvml) => nvml.read(),
+            Source::NvidiaSmi(smi) => smi.read(),
+            Source::Saved { gpus, .. } => Ok(gpus.clone()),
+            Source::None => Ok(Vec::new()),
+        };
+        let (mut gpus, gpu_error) = match read {
+            Ok(gpus) => (gpus, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let host = self.host.host();
+        let has_processes = gpus.iter().any(|g| !g.processes.is_empty());
+        if self.tree_root.is_some() || has_processes {
+            self.host.refresh_processes();
+        }
+        if !matches!(self.source, Source::Saved { .. }) {
+            self.host.name_processes(&mut gpus);
+        }
+        let tree = self.tree_root.and_then(|root| self.host.tree(root, &gpus));
+        Sample {
+            schema: SAMPLE_SCHEMA.into(),
+            time,
+            source: self.source_name(),
+            gpus,
+            gpu_error,
+            host,
+            tree,
+        }
+    }
+}
