@@ -28,9 +28,10 @@ build: setup ## build the engine, the CLI and the Python package (release)
 	cargo build --release -p gpuscope-cli
 	$(VENV)/bin/maturin develop --release --quiet
 
-demo: build ## train a tiny model on CPU twice (clean, leaking), read what gpuscope recorded, analyse a real trace and a real allocator snapshot
+demo: build ## train a tiny model on CPU twice (clean under gpuscope run, leaking), read what gpuscope recorded, analyse a real trace, allocator snapshot, nvidia-smi output and Nsight export
 	rm -rf $(DEMO_DIR)
-	$(PY) examples/tiny_train.py --profile_dir $(DEMO_DIR)/clean --profiling.wait 100 --profiling.active 3
+	$(VENV)/bin/gpuscope run --logdir $(DEMO_DIR)/clean -- $(PY) examples/tiny_train.py --profiling.wait 100 --profiling.active 3
+	@echo "gpuscope run sampled the host and the training's process tree: $$(wc -l < $(DEMO_DIR)/clean/gpu.jsonl) samples in $(DEMO_DIR)/clean/gpu.jsonl"
 	$(PY) examples/tiny_train.py --profile_dir $(DEMO_DIR)/leak --leak
 	$(VENV)/bin/gpuscope tb $(DEMO_DIR)/clean/tensorboard --tags
 	@echo
@@ -56,6 +57,13 @@ demo: build ## train a tiny model on CPU twice (clean, leaking), read what gpusc
 	$(VENV)/bin/gpuscope snapshot $(SHARED)/snapshots/lm_fullstep_ctx128.pickle
 	$(VENV)/bin/gpuscope snapshot $(SHARED)/snapshots/lm_fullstep_ctx128.pickle --format html -o $(DEMO_DIR)/snapshot.html
 	@echo "The same snapshot with the timeline by call site and a segment map: $(DEMO_DIR)/snapshot.html"
+	@echo
+	@echo "This machine's GPUs and host (no GPU here: the host alone), then a saved A100 nvidia-smi -q -x with MIG:"
+	$(VENV)/bin/gpuscope monitor --once
+	$(VENV)/bin/gpuscope monitor --once --watch --from $(SHARED)/nvidia-smi/netdata__a100-sxm4-mig.xml
+	@echo
+	@echo "A real Nsight Systems 2026.1 export (nsys export --type sqlite), summarised as nsys stats does:"
+	$(VENV)/bin/gpuscope nsys stats $(SHARED)/nsys/cuda_add_rtx4060ti_nsys2026.sqlite
 
 test: build test-rs test-py lint test-install ## set everything up and run every test and check
 
