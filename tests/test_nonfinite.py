@@ -529,7 +529,9 @@ def test_raise_policy_raises_with_the_report_and_flushed_files(tmp_path: Path) -
     assert "iteration 3" in str(err) and "mse" in str(err)
     # Read before close(): what the check flushed.
     memory = [json.loads(line) for line in (tmp_path / "profiles" / "memory.jsonl").open()]
-    assert [r["iteration"] for r in memory] == [0, 1, 2]
+    # The iterations before, then the state at the failure, taken before raising.
+    assert [r["iteration"] for r in memory] == [0, 1, 2, 3]
+    assert not math.isfinite(float(memory[-1]["losses"]["mse"]))
     (event,) = nonfinite_events(tmp_path)
     assert event["iteration"] == 3 and event["action"] == "raise"
     assert "raised NonfiniteError" in flat(Path(err.report).read_text())
@@ -723,12 +725,6 @@ def test_streaks_are_numbered_reported_once_and_listed(tmp_path: Path) -> None:
         assert f"profiles/nonfinite.iter{s}.txt" in section
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run that stops before its first memory record (non-finite at iteration 0 "
-    "under on_nonfinite='raise') has no summary for `gpuscope report` to build on: it "
-    "exits 2 naming the event and its report file instead of listing it in the JSON",
-)
 def test_report_lists_a_run_that_stopped_at_its_first_iteration(tmp_path: Path) -> None:
     """NaN in the very first batch (bad data, a broken initialisation) under "raise": the
     event is in nonfinite.jsonl, and `gpuscope report` should list it."""
@@ -859,7 +855,8 @@ def test_a_failed_write_does_not_stop_training(tmp_path: Path, policy: str) -> N
         assert answers == [True, policy == "continue", policy == "continue", True]
     assert (tmp_path / "profiles" / "nonfinite.jsonl").is_dir()  # nothing was written there
     memory = (tmp_path / "profiles" / "memory.jsonl").read_text().splitlines()
-    assert len(memory) == (2 if policy == "raise" else 4)
+    # "raise" takes a record at each failure before raising, where step() was skipped.
+    assert len(memory) == 4
 
 
 # -- 7. non-finite numbers in the JSON -----------------------------------------------------

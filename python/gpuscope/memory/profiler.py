@@ -177,7 +177,8 @@ class MemoryProfiler:
         When they are not, writes ``profiles/nonfinite.iter<N>.txt`` (which component went
         first, which parameters have NaN/Inf gradients, the last iterations' losses) and a
         ``nonfinite`` line of ``profiles/nonfinite.jsonl``, warns once, then does what
-        ``on_nonfinite`` says: ``"raise"`` :class:`NonfiniteError`, ``"skip"`` the step
+        ``on_nonfinite`` says: ``"raise"`` :class:`NonfiniteError` (after a last memory
+        record of the failing iteration), ``"skip"`` the step
         (its gradients are dropped, so ``optimizer.step()`` changes nothing), or
         ``"continue"``. Returns whether the optimizer should step."""
         if not self.enabled:
@@ -189,6 +190,9 @@ class MemoryProfiler:
             return True
         proceed, error = outcome
         if error is not None:
+            # The state at the failure, as a last record: the run directory then tells
+            # the whole story even when training stops at its first iteration.
+            self.record(iteration, losses, loss)
             self.flush()
             raise error
         return bool(proceed)
