@@ -385,7 +385,7 @@ impl<R: Read> Machine<R> {
 
     /// Closes the innermost MARK and returns where its values start on the stack.
     fn pop_mark(&mut self) -> Result<usize, PickleError> {
-        let (mark, _) = self.marks.pop().ok_or(PickleError::NoMark {
+        let (mark, _) = self.marks.pop().ok_or_else(|| PickleError::NoMark {
             opcode: self.op.name(),
             offset: self.at,
         })?;
@@ -446,10 +446,12 @@ impl<R: Read> Machine<R> {
     }
 
     fn get(&mut self, key: u64) -> Step {
-        let value = self.memo.get(key).ok_or(PickleError::MemoKeyUndefined {
-            key,
-            offset: self.at,
-        })?;
+        let Some(value) = self.memo.get(key) else {
+            return Err(PickleError::MemoKeyUndefined {
+                key,
+                offset: self.at,
+            });
+        };
         self.stack.push(value);
         Ok(())
     }
