@@ -423,7 +423,9 @@ impl<R: Read> Machine<R> {
 
     /// Sets the key/value pairs on the stack from `from` up into the dict, and drops them.
     fn set_items(&mut self, dict: DictId, from: usize) {
-        for pair in self.stack.get(from..).unwrap_or_default().chunks_exact(2) {
+        let pairs = self.stack.get(from..).unwrap_or_default();
+        self.arena.reserve_entries(dict, pairs.len() / 2);
+        for pair in pairs.chunks_exact(2) {
             if let [key, value] = *pair {
                 self.arena.dict_set(dict, key, value);
             }
