@@ -71,14 +71,14 @@ impl Stacks {
     }
 
     /// The id of a stack of frame ids, adding it when new.
-    pub fn stack(&mut self, frames: Vec<u32>) -> StackId {
-        let next = (self.starts.len() - 1) as StackId;
-        if let Some(&id) = self.stack_index.get(&frames) {
+    pub fn stack(&mut self, frames: &[u32]) -> StackId {
+        if let Some(&id) = self.stack_index.get(frames) {
             return id;
         }
-        self.stack_frames.extend_from_slice(&frames);
+        let next = (self.starts.len() - 1) as StackId;
+        self.stack_frames.extend_from_slice(frames);
         self.starts.push(self.stack_frames.len());
-        self.stack_index.insert(frames, next);
+        self.stack_index.insert(frames.to_vec(), next);
         next
     }
 
@@ -305,10 +305,10 @@ mod tests {
         let a = s.frame("f", "x.py", 3);
         let b = s.frame("g", "y.py", 4);
         assert_eq!(s.frame("f", "x.py", 3), a);
-        let ab = s.stack(vec![a, b]);
-        assert_eq!(s.stack(vec![a, b]), ab);
-        assert_ne!(s.stack(vec![b, a]), ab);
-        assert_eq!(s.stack(Vec::new()), NO_STACK);
+        let ab = s.stack(&[a, b]);
+        assert_eq!(s.stack(&[a, b]), ab);
+        assert_ne!(s.stack(&[b, a]), ab);
+        assert_eq!(s.stack(&[]), NO_STACK);
         let names: Vec<&str> = s.frames(ab).map(|f| s.names.get(f.name)).collect();
         assert_eq!(names, ["f", "g"]);
         assert_eq!(s.frames(NO_STACK).count(), 0);

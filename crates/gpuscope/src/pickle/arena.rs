@@ -70,6 +70,14 @@ impl Builder {
         Ok(DictId(id))
     }
 
+    /// Room for `n` more entries in a dict (the pairs of a SETITEMS already on the
+    /// stack), so filling it does not grow it step by step.
+    pub(crate) fn reserve_entries(&mut self, dict: DictId, n: usize) {
+        if let Some(entries) = self.dicts.get_mut(dict.index()) {
+            entries.reserve(n);
+        }
+    }
+
     /// `dict[key] = value`, as Python does it: a key already there keeps its place.
     pub(crate) fn dict_set(&mut self, dict: DictId, key: Value, value: Value) {
         let Some(entries) = self.dicts.get(dict.index()) else {
@@ -129,9 +137,17 @@ struct Keys<'a> {
 }
 
 impl Keys<'_> {
+    #[inline]
     fn eq(&self, a: Value, b: Value) -> bool {
-        let mut budget = KEY_BUDGET;
-        self.eq_within(a, b, &mut budget)
+        match b {
+            Value::Bytes(_) | Value::Tuple(_) => {
+                let mut budget = KEY_BUDGET;
+                self.eq_within(a, b, &mut budget)
+            }
+            // Keys of any other kind (torch's are all strings) are equal just when `==`
+            // says so, whatever `a` is.
+            _ => a == b,
+        }
     }
 
     fn eq_within(&self, a: Value, b: Value, budget: &mut u32) -> bool {

@@ -4,6 +4,9 @@
 //! Lengths in a pickle are untrusted: [`Input::read_n`] appends what the input really
 //! holds (through `Read::take`), so a claimed length of 2^63 bytes ends as "truncated",
 //! not as an allocation of 2^63 bytes.
+//!
+//! Almost every read is a few bytes that are already in the buffer: each method first
+//! takes them from there, and goes through the `Read` machinery only at a buffer's end.
 
 use std::io::{self, BufRead, BufReader, Read};
 
@@ -26,7 +29,19 @@ impl<R: Read> Input<R> {
     }
 
     /// The next byte, or `None` at the end of the input.
+    #[inline]
     pub(crate) fn byte(&mut self) -> io::Result<Option<u8>> {
+        if let Some(&byte) = self.inner.buffer().first() {
+            self.inner.consume(1);
+            self.pos += 1;
+            return Ok(Some(byte));
+        }
+        self.byte_refilled()
+    }
+
+    /// [`Input::byte`] when the buffer is empty.
+    #[cold]
+    fn byte_refilled(&mut self) -> io::Result<Option<u8>> {
         let buf = loop {
             match self.inner.fill_buf() {
                 Ok(buf) => break buf,
@@ -43,7 +58,13 @@ impl<R: Read> Input<R> {
     }
 
     /// The next `N` bytes, or `None` if the input ends first.
+    #[inline]
     pub(crate) fn array<const N: usize>(&mut self) -> io::Result<Option<[u8; N]>> {
+        if let Some(&out) = self.inner.buffer().first_chunk::<N>() {
+            self.inner.consume(N);
+            self.pos += N as u64;
+            return Ok(Some(out));
+        }
         let mut out = [0u8; N];
         match self.inner.read_exact(&mut out) {
             Ok(()) => {
@@ -58,6 +79,13 @@ impl<R: Read> Input<R> {
     /// Appends the next `n` bytes to `out`; `false` if the input ends first (`out` then
     /// holds what there was). Memory grows with the bytes read, never with `n`.
     pub(crate) fn read_n(&mut self, n: u64, out: &mut Vec<u8>) -> io::Result<bool> {
+        let buffered = self.inner.buffer();
+        if let Some(bytes) = usize::try_from(n).ok().and_then(|n| buffered.get(..n)) {
+            out.extend_from_slice(bytes);
+            self.inner.consume(bytes.len());
+            self.pos += n;
+            return Ok(true);
+        }
         let got = (&mut self.inner).take(n).read_to_end(out)? as u64;
         self.pos += got;
         Ok(got == n)

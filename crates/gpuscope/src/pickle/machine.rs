@@ -385,7 +385,7 @@ impl<R: Read> Machine<R> {
 
     /// Closes the innermost MARK and returns where its values start on the stack.
     fn pop_mark(&mut self) -> Result<usize, PickleError> {
-        let (mark, _) = self.marks.pop().ok_or(PickleError::NoMark {
+        let (mark, _) = self.marks.pop().ok_or_else(|| PickleError::NoMark {
             opcode: self.op.name(),
             offset: self.at,
         })?;
@@ -423,7 +423,9 @@ impl<R: Read> Machine<R> {
 
     /// Sets the key/value pairs on the stack from `from` up into the dict, and drops them.
     fn set_items(&mut self, dict: DictId, from: usize) {
-        for pair in self.stack.get(from..).unwrap_or_default().chunks_exact(2) {
+        let pairs = self.stack.get(from..).unwrap_or_default();
+        self.arena.reserve_entries(dict, pairs.len() / 2);
+        for pair in pairs.chunks_exact(2) {
             if let [key, value] = *pair {
                 self.arena.dict_set(dict, key, value);
             }
@@ -446,10 +448,12 @@ impl<R: Read> Machine<R> {
     }
 
     fn get(&mut self, key: u64) -> Step {
-        let value = self.memo.get(key).ok_or(PickleError::MemoKeyUndefined {
-            key,
-            offset: self.at,
-        })?;
+        let Some(value) = self.memo.get(key) else {
+            return Err(PickleError::MemoKeyUndefined {
+                key,
+                offset: self.at,
+            });
+        };
         self.stack.push(value);
         Ok(())
     }

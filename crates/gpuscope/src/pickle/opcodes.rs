@@ -43,12 +43,16 @@ macro_rules! opcodes {
             #[cfg(test)]
             pub(crate) const ALL: &'static [Op] = &[$(Op::$name,)*];
 
-            /// The opcode a byte stands for, if any.
+            /// The opcode a byte stands for, if any (a table lookup: it runs for every
+            /// opcode read).
+            #[inline]
             pub(crate) fn from_byte(byte: u8) -> Option<Op> {
-                match byte {
-                    $($byte => Some(Op::$name),)*
-                    _ => None,
-                }
+                const BY_BYTE: [Option<Op>; 256] = {
+                    let mut table = [None; 256];
+                    $(table[$byte as usize] = Some(Op::$name);)*
+                    table
+                };
+                BY_BYTE[usize::from(byte)]
             }
 
             /// The byte that stands for the opcode.

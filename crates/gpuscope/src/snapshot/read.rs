@@ -10,12 +10,10 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use rustc_hash::FxHashMap;
-
 use crate::model::snapshot::{
     Action, Annotation, Block, BlockState, Segment, Snapshot, StackId, Stacks, TraceEntry, NO_STACK,
 };
-use crate::pickle::{self, DictId, Pickle, PickleError, SeqId, StrId, Value};
+use crate::pickle::{self, Pickle, PickleError, StrId, Value};
 use crate::progress::Progress;
 use crate::{Error, Result};
 
@@ -52,8 +50,9 @@ pub fn from_pickle(p: &Pickle) -> std::result::Result<Snapshot, String> {
         p,
         k: Keys::of(p),
         stacks: Stacks::default(),
-        by_list: FxHashMap::default(),
-        by_frame: FxHashMap::default(),
+        by_list: ById::default(),
+        by_frame: ById::default(),
+        frame_ids: Vec::new(),
     };
     let root = p.root();
     let (segments, traces) = if let Some(segments) = p.as_seq(root) {
@@ -182,8 +181,30 @@ struct Builder<'p> {
     p: &'p Pickle,
     k: Keys,
     stacks: Stacks,
-    by_list: FxHashMap<SeqId, StackId>,
-    by_frame: FxHashMap<DictId, u32>,
+    /// The stack of each list of frames converted so far, by its sequence index.
+    by_list: ById,
+    /// The frame id of each frame dict converted so far, by its dict index.
+    by_frame: ById,
+    /// Reused for the frame ids of the stack being converted.
+    frame_ids: Vec<u32>,
+}
+
+/// A `u32` per arena index of the pickle, for the ids met so far: arena indices are dense
+/// from 0, so a vector does what a hash map would, at an index's cost.
+#[derive(Default)]
+struct ById(Vec<Option<u32>>);
+
+impl ById {
+    fn get(&self, index: usize) -> Option<u32> {
+        self.0.get(index).copied().flatten()
+    }
+
+    fn set(&mut self, index: usize, value: u32) {
+        if index >= self.0.len() {
+            self.0.resize(index + 1, None);
+        }
+        self.0[index] = Some(value);
+    }
 }
 
 impl Builder<'_> {
@@ -254,18 +275,17 @@ impl Builder<'_> {
         let Some(list @ (Value::List(id) | Value::Tuple(id))) = frames else {
             return NO_STACK;
         };
-        if let Some(&stack) = self.by_list.get(&id) {
+        if let Some(stack) = self.by_list.get(id.index()) {
             return stack;
         }
-        let ids = self
-            .p
-            .as_seq(list)
-            .unwrap_or(&[])
-            .iter()
-            .map(|&f| self.frame(f))
-            .collect();
-        let stack = self.stacks.stack(ids);
-        self.by_list.insert(id, stack);
+        let mut ids = std::mem::take(&mut self.frame_ids);
+        ids.clear();
+        for &f in self.p.as_seq(list).unwrap_or(&[]) {
+            ids.push(self.frame(f));
+        }
+        let stack = self.stacks.stack(&ids);
+        self.frame_ids = ids;
+        self.by_list.set(id.index(), stack);
         stack
     }
 
@@ -273,7 +293,7 @@ impl Builder<'_> {
     /// frame dict among all the stacks that hold it.
     fn frame(&mut self, f: Value) -> u32 {
         if let Value::Dict(id) = f {
-            if let Some(&frame) = self.by_frame.get(&id) {
+            if let Some(frame) = self.by_frame.get(id.index()) {
                 return frame;
             }
         }
@@ -283,7 +303,7 @@ impl Builder<'_> {
         let line = self.int(f, self.k.line).unwrap_or(0);
         let frame = self.stacks.frame(name, file, line);
         if let Value::Dict(id) = f {
-            self.by_frame.insert(id, frame);
+            self.by_frame.set(id.index(), frame);
         }
         frame
     }

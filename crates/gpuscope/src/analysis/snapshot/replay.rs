@@ -7,8 +7,9 @@
 //! end state less the trace's net change (allocated at the dump − (allocs − frees)), and
 //! it is added back, so the peak is the device's, not the window's.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use super::sites::{by_site, largest_first, SiteBytes, Sites};
@@ -127,7 +128,7 @@ pub struct DeviceReplay {
 }
 
 /// Live allocations by address: size and stack.
-pub(super) type Live = HashMap<u64, (u64, StackId)>;
+pub(super) type Live = FxHashMap<u64, (u64, StackId)>;
 
 /// How entries change allocated bytes: which free counts (`free_completed`, or
 /// `free_requested` in traces that never complete one).
@@ -208,14 +209,12 @@ pub fn replay(snapshot: &Snapshot, device: u32, sites: &mut Sites, points: usize
         active_end += s.active_size as i64;
         reserved_end += s.total_size as i64;
     }
-    let mut actions = BTreeMap::new();
+    let mut by_action: FxHashMap<Action, u64> = FxHashMap::default();
     let (mut delta, mut peak_delta, mut peak_index) = (0i64, 0i64, None);
     let mut reserved_delta_now = 0i64;
     let mut deltas = Vec::with_capacity(trace.len());
     for (k, e) in trace.iter().enumerate() {
-        *actions
-            .entry(e.action.as_str(names).to_owned())
-            .or_insert(0) += 1;
+        *by_action.entry(e.action).or_insert(0) += 1;
         delta += rules.allocated_delta(e);
         reserved_delta_now += reserved_delta(e);
         deltas.push((delta, reserved_delta_now));
@@ -223,12 +222,16 @@ pub fn replay(snapshot: &Snapshot, device: u32, sites: &mut Sites, points: usize
             (peak_delta, peak_index) = (delta, Some(k));
         }
     }
+    let mut actions = BTreeMap::new();
+    for (action, n) in by_action {
+        *actions.entry(action.as_str(names).to_owned()).or_insert(0) += n;
+    }
     let before = active_end - delta;
     let reserved_before = reserved_end - reserved_delta_now;
     let count = |a: &[Action]| trace.iter().filter(|e| a.contains(&e.action)).count() as u64;
 
     // One pass over the live set: the peak's contents on the way, OOMs, leaks, churn.
-    let mut live = Live::new();
+    let mut live = Live::default();
     let mut before_freed = 0u64;
     let mut peak_by_site = if peak_index.is_none() {
         alive(sites, &live, before)
@@ -238,7 +241,7 @@ pub fn replay(snapshot: &Snapshot, device: u32, sites: &mut Sites, points: usize
     let mut churn = Vec::new();
     let mut ooms = Vec::new();
     // Live blocks the program has freed, waiting for their streams to finish with them.
-    let mut freed_pending = HashSet::new();
+    let mut freed_pending = FxHashSet::default();
     for (k, e) in trace.iter().enumerate() {
         match e.action {
             Action::Alloc => {
@@ -407,7 +410,7 @@ mod tests {
     fn user_stack() -> (Stacks, StackId) {
         let mut stacks = Stacks::default();
         let f = stacks.frame("step", "/home/u/train.py", 7);
-        let user = stacks.stack(vec![f]);
+        let user = stacks.stack(&[f]);
         (stacks, user)
     }
 

@@ -3,10 +3,10 @@
 //! Python code (not torch's, not an installed package's, not the standard library's),
 //! plus more of the user's frames outward when asked for.
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use crate::model::names::Names;
 use crate::model::snapshot::{StackId, Stacks, NO_STACK};
 
 /// Site of allocations whose stack was not recorded (made before
@@ -61,11 +61,14 @@ fn is_python(filename: &str) -> bool {
     filename.ends_with(".py")
 }
 
-/// Names sites of stacks, caching each stack's answer.
+/// Names sites of stacks, caching each stack's answer. Sites are interned: many stacks
+/// share one, and callers that add up bytes by site do it by [`Sites::id`].
 pub struct Sites<'a> {
     stacks: &'a Stacks,
     frames: usize,
-    cache: HashMap<StackId, String>,
+    /// The site id of each stack named so far, by stack id (stack ids are dense).
+    by_stack: Vec<Option<u32>>,
+    names: Names,
 }
 
 impl<'a> Sites<'a> {
@@ -74,7 +77,8 @@ impl<'a> Sites<'a> {
         Sites {
             stacks,
             frames: frames.max(1),
-            cache: HashMap::new(),
+            by_stack: Vec::new(),
+            names: Names::default(),
         }
     }
 
@@ -82,11 +86,27 @@ impl<'a> Sites<'a> {
     /// caller). Without a user frame, the innermost library Python frame; without any
     /// Python frame, [`NATIVE_SITE`].
     pub fn of(&mut self, stack: StackId) -> &str {
-        if !self.cache.contains_key(&stack) {
-            let site = self.name(stack);
-            self.cache.insert(stack, site);
+        let id = self.id(stack);
+        self.names.get(id)
+    }
+
+    /// The id of the site of `stack`: equal ids, equal sites.
+    pub fn id(&mut self, stack: StackId) -> u32 {
+        let k = stack as usize;
+        if let Some(id) = self.by_stack.get(k).copied().flatten() {
+            return id;
         }
-        &self.cache[&stack]
+        let id = self.names.intern(&self.name(stack));
+        if k >= self.by_stack.len() {
+            self.by_stack.resize(k + 1, None);
+        }
+        self.by_stack[k] = Some(id);
+        id
+    }
+
+    /// The site with id `id`.
+    pub fn site(&self, id: u32) -> &str {
+        self.names.get(id)
     }
 
     fn name(&self, stack: StackId) -> String {
@@ -141,20 +161,27 @@ pub fn by_site(
     sites: &mut Sites,
     items: impl IntoIterator<Item = (StackId, u64)>,
 ) -> Vec<SiteBytes> {
-    let named: Vec<SiteBytes> = items
+    let mut sums: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
+    for (stack, bytes) in items {
+        let e = sums.entry(sites.id(stack)).or_default();
+        e.0 += bytes;
+        e.1 += 1;
+    }
+    let mut out: Vec<SiteBytes> = sums
         .into_iter()
-        .map(|(stack, bytes)| SiteBytes {
-            site: sites.of(stack).to_owned(),
+        .map(|(id, (bytes, count))| SiteBytes {
+            site: sites.site(id).to_owned(),
             bytes,
-            count: 1,
+            count,
         })
         .collect();
-    summed(named)
+    largest_first(&mut out);
+    out
 }
 
 /// Rows of the same site summed into one, largest first.
 pub fn summed(rows: impl IntoIterator<Item = SiteBytes>) -> Vec<SiteBytes> {
-    let mut sums: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut sums: FxHashMap<String, (u64, u64)> = FxHashMap::default();
     for r in rows {
         let e = sums.entry(r.site).or_default();
         e.0 += r.bytes;
@@ -178,8 +205,8 @@ mod tests {
     use super::*;
 
     fn stack(s: &mut Stacks, frames: &[(&str, &str, i64)]) -> StackId {
-        let ids = frames.iter().map(|&(n, f, l)| s.frame(n, f, l)).collect();
-        s.stack(ids)
+        let ids: Vec<u32> = frames.iter().map(|&(n, f, l)| s.frame(n, f, l)).collect();
+        s.stack(&ids)
     }
 
     #[test]

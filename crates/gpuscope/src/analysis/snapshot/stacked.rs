@@ -3,8 +3,7 @@
 //! together, and from before the trace. Each moment is the highest point of the stretch
 //! of entries it stands for, so the peak is always drawn.
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::replay::{apply, Live, Rules, BEFORE_TRACE_SITE};
@@ -53,19 +52,33 @@ pub fn stacked_timeline(
         .map_or(&[], Vec::as_slice);
     let rules = Rules::of(trace);
     let moments = moments(trace, &rules, points);
-    let column: HashMap<&str, usize> = keep
+    let column: FxHashMap<&str, usize> = keep
         .iter()
         .enumerate()
         .map(|(k, s)| (s.as_str(), k + 1))
         .collect();
     let other = keep.len() + 1;
+    // The column of each site id met, so each site's name is looked up once.
+    let mut by_site: Vec<Option<usize>> = Vec::new();
+    let mut column_of = |sites: &mut Sites, stack| {
+        let id = sites.id(stack) as usize;
+        if let Some(c) = by_site.get(id).copied().flatten() {
+            return c;
+        }
+        let c = column.get(sites.site(id as u32)).copied().unwrap_or(other);
+        if id >= by_site.len() {
+            by_site.resize(id + 1, None);
+        }
+        by_site[id] = Some(c);
+        c
+    };
     let mut now = vec![0i64; keep.len() + 2];
     now[0] = before_trace_bytes;
     let mut series: Vec<Vec<u64>> = vec![Vec::with_capacity(moments.len()); now.len()];
-    let mut live = Live::new();
+    let mut live = Live::default();
     let mut next = moments.iter().peekable();
     for (k, e) in trace.iter().enumerate() {
-        let site = column.get(sites.of(e.stack)).copied().unwrap_or(other);
+        let site = column_of(sites, e.stack);
         let freed = live.get(&e.addr).copied();
         let before_freed = apply(&mut live, &rules, e);
         match rules.allocated_delta(e) {
@@ -73,7 +86,7 @@ pub fn stacked_timeline(
             d if d < 0 && before_freed > 0 => now[0] -= before_freed as i64,
             d if d < 0 => {
                 if let Some((size, stack)) = freed {
-                    let owner = column.get(sites.of(stack)).copied().unwrap_or(other);
+                    let owner = column_of(sites, stack);
                     now[owner] -= size as i64;
                 }
             }
