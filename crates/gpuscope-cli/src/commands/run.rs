@@ -17,13 +17,11 @@ use gpuscope::analysis::gpu_peaks::Peaks;
 use gpuscope::gpu::log::SampleLog;
 use gpuscope::gpu::Sampler;
 use gpuscope::render::monitor as render;
+use gpuscope::runlog::names::{given_run_dir, RUN_DIR_VAR};
 
 use crate::args::RunArgs;
 use crate::signals::{sleep_until, Stop};
 use crate::Failure;
-
-/// The variable the command and gpuscope inside it read the run directory from.
-const RUN_DIR_VAR: &str = "GPUSCOPE_RUN_DIR";
 
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let (run_dir, created) = run_dir(args.logdir.as_deref())?;
@@ -77,18 +75,14 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
 /// log's timestamp format; `_2`, `_3`... when several start in one second); created, and
 /// whether it was created now.
 fn run_dir(given: Option<&Path>) -> Result<(PathBuf, bool), Failure> {
-    let dir = match (given, std::env::var_os(RUN_DIR_VAR)) {
-        (Some(dir), _) => dir.to_path_buf(),
-        (None, Some(dir)) if !dir.is_empty() => PathBuf::from(dir),
-        _ => {
-            let stamp = chrono::Local::now().format("%Y%m%d_%H%M%S").to_string();
-            let base = Path::new("runs").join(&stamp);
-            std::iter::once(base.clone())
-                .chain((2..1000).map(|n| Path::new("runs").join(format!("{stamp}_{n}"))))
-                .find(|dir| !dir.exists())
-                .unwrap_or(base)
-        }
-    };
+    let dir = given_run_dir(given).unwrap_or_else(|| {
+        let stamp = chrono::Local::now().format("%Y%m%d_%H%M%S").to_string();
+        let base = Path::new("runs").join(&stamp);
+        std::iter::once(base.clone())
+            .chain((2..1000).map(|n| Path::new("runs").join(format!("{stamp}_{n}"))))
+            .find(|dir| !dir.exists())
+            .unwrap_or(base)
+    });
     let created = !dir.exists();
     std::fs::create_dir_all(&dir).map_err(|e| {
         Failure::Usage(format!(

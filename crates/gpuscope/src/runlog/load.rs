@@ -7,6 +7,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use super::from_tensorboard::records_from_series;
+use super::names;
 use super::read::{read_jsonl, read_text_log, ReadRecords, Skipped};
 use crate::model::health::NonfiniteEvent;
 use crate::model::memory::MemoryRecord;
@@ -128,9 +129,9 @@ fn read_nonfinite(rank: &mut RankRecords) -> Result<()> {
     let Some(dir) = rank.files.first().and_then(|f| f.parent()) else {
         return Ok(());
     };
-    let mut names = vec![format!("nonfinite.rank{}.jsonl", rank.rank)];
+    let mut names = vec![names::nonfinite_jsonl_name(Some(rank.rank))];
     if rank.rank == 0 {
-        names.push("nonfinite.jsonl".to_owned());
+        names.push(names::nonfinite_jsonl_name(None));
     }
     for path in names.iter().map(|n| dir.join(n)).filter(|p| p.is_file()) {
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;

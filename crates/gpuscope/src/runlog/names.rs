@@ -11,13 +11,31 @@ pub fn memory_jsonl(run_dir: &Path, rank: Option<u32>) -> PathBuf {
     run_dir.join("profiles").join(name)
 }
 
-/// `profiles/nonfinite[.rank<R>].jsonl`: the non-finite events of a process.
-pub fn nonfinite_jsonl(run_dir: &Path, rank: Option<u32>) -> PathBuf {
-    let name = match rank {
+/// The variable through which `gpuscope run` and `gpuscope nsys` hand the run directory
+/// to the training they start (and gpuscope inside it reads it).
+pub const RUN_DIR_VAR: &str = "GPUSCOPE_RUN_DIR";
+
+/// The run directory a command was given (`--logdir`), else `$GPUSCOPE_RUN_DIR` when set
+/// and not empty; `None` leaves the default to the caller.
+pub fn given_run_dir(given: Option<&Path>) -> Option<PathBuf> {
+    given.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os(RUN_DIR_VAR)
+            .filter(|dir| !dir.is_empty())
+            .map(PathBuf::from)
+    })
+}
+
+/// `nonfinite.jsonl`, or `nonfinite.rank<R>.jsonl` with several ranks.
+pub fn nonfinite_jsonl_name(rank: Option<u32>) -> String {
+    match rank {
         Some(r) => format!("nonfinite.rank{r}.jsonl"),
         None => "nonfinite.jsonl".to_owned(),
-    };
-    run_dir.join("profiles").join(name)
+    }
+}
+
+/// `profiles/nonfinite[.rank<R>].jsonl`: the non-finite events of a process.
+pub fn nonfinite_jsonl(run_dir: &Path, rank: Option<u32>) -> PathBuf {
+    run_dir.join("profiles").join(nonfinite_jsonl_name(rank))
 }
 
 /// `profiles/nonfinite.iter<N>[.rank<R>].txt`: the human report of one event.

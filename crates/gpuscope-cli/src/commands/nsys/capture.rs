@@ -9,6 +9,7 @@ use gpuscope::nsys::capture::{
     default_session, launch_argv, output_stem, profile_argv, session_from_environ, start_argv,
     stop_argv, SESSION_ENV,
 };
+use gpuscope::runlog::names::RUN_DIR_VAR;
 
 use super::{passed_on, run_dir, Nsys};
 use crate::args::{NsysAttachArgs, NsysLaunchArgs, NsysProfileArgs};
@@ -31,7 +32,7 @@ pub fn profile(a: NsysProfileArgs) -> Result<(), Failure> {
     if !a.run.dry_run {
         create_dir(output.parent().unwrap_or(&dir))?;
     }
-    let code = nsys.run(&argv, &[("GPUSCOPE_RUN_DIR", dir.as_os_str())])?;
+    let code = nsys.run(&argv, &[(RUN_DIR_VAR, dir.as_os_str())])?;
     if code == 0 && !a.run.dry_run {
         eprintln!(
             "gpuscope: summarise with: gpuscope nsys stats {}.sqlite",
@@ -54,7 +55,7 @@ pub fn launch(a: NsysLaunchArgs) -> Result<(), Failure> {
     }
     let env = [
         (SESSION_ENV, OsStr::new(&session)),
-        ("GPUSCOPE_RUN_DIR", dir.as_os_str()),
+        (RUN_DIR_VAR, dir.as_os_str()),
     ];
     passed_on(nsys.run(&argv, &env)?)
 }

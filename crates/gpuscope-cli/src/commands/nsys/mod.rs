@@ -12,6 +12,8 @@ use std::process::Command;
 
 use gpuscope::nsys::capture::{find_nsys, install_dirs};
 
+use gpuscope::runlog::names::given_run_dir;
+
 use crate::args::{NsysArgs, NsysCommand, NsysRunArgs};
 use crate::Failure;
 
@@ -38,10 +40,7 @@ fn locate() -> Option<PathBuf> {
 /// The run directory: `--logdir`, else `$GPUSCOPE_RUN_DIR`, else `runs/gpuscope` (as the
 /// Python side defaults).
 fn run_dir(run: &NsysRunArgs) -> PathBuf {
-    run.logdir
-        .clone()
-        .or_else(|| std::env::var_os("GPUSCOPE_RUN_DIR").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("runs/gpuscope"))
+    given_run_dir(run.logdir.as_deref()).unwrap_or_else(|| PathBuf::from("runs/gpuscope"))
 }
 
 /// `program argv...` as one line a shell would run the same way.
