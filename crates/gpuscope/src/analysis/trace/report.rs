@@ -17,6 +17,7 @@ use super::queue::{queue_lengths, StreamQueue};
 use super::scope::{scope, Clock};
 use super::steps::{step_overview, StepOverview};
 use super::temporal::{temporal, Temporal};
+use crate::model::trace::Trace;
 use crate::trace::TraceFile;
 
 /// Mean queue length under which launches cannot keep a stream fed.
@@ -85,10 +86,17 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
         .iter()
         .map(|file| {
             let trace = &file.trace;
-            let s = scope(trace, clock);
-            let launched = launches(trace, &s);
-            let queues = queue_lengths(trace, &s, &launched);
-            let launch_figures = launch_stats(&launched);
+            // The CPU-side views do not need the GPU scope: both halves run at once.
+            let (gpu, (steps, operators, memory)) = rayon::join(
+                || GpuViews::of(trace, clock, top),
+                || {
+                    (
+                        step_overview(trace),
+                        operators(trace, top),
+                        memory_timeline(trace),
+                    )
+                },
+            );
             RankReport {
                 rank: trace.rank,
                 path: file.path.clone(),
@@ -96,21 +104,54 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
                 dropped: trace.dropped.clone(),
                 gpu_activity: trace.has_gpu_work(),
                 counter_ranges: trace.counter_ranges,
-                last_step_left_out: s.cut.map(|(name, _)| trace.names.get(name).to_owned()),
-                temporal: temporal(trace, &s),
-                kernel_types: type_breakdown(trace, &s),
-                top_kernels: top_kernels(trace, &s, top),
-                idle_by_stream: idle_by_stream(trace, &s),
-                comm_comp_overlap_percent: comm_comp_overlap_percent(trace, &s),
-                launch_bound: is_launch_bound(&launch_figures, &queues),
-                launches: launch_figures,
-                queue_by_stream: queues,
-                copies: copies(trace, &s),
-                steps: step_overview(trace),
-                operators: operators(trace, top),
-                largest_gaps: largest_gaps(trace, &s, GAPS),
-                memory: memory_timeline(trace),
+                last_step_left_out: gpu.cut,
+                temporal: gpu.temporal,
+                kernel_types: gpu.kernel_types,
+                top_kernels: gpu.top_kernels,
+                idle_by_stream: gpu.idle_by_stream,
+                comm_comp_overlap_percent: gpu.comm_comp_overlap_percent,
+                launch_bound: is_launch_bound(&gpu.launches, &gpu.queue_by_stream),
+                launches: gpu.launches,
+                queue_by_stream: gpu.queue_by_stream,
+                copies: gpu.copies,
+                steps,
+                operators,
+                largest_gaps: gpu.largest_gaps,
+                memory,
             }
         })
         .collect()
+}
+
+/// The views computed within the analysed GPU window ([`scope`]).
+struct GpuViews {
+    cut: Option<String>,
+    temporal: Option<Temporal>,
+    kernel_types: Vec<TypeTime>,
+    top_kernels: Vec<KernelStats>,
+    idle_by_stream: Vec<StreamIdle>,
+    comm_comp_overlap_percent: Option<f64>,
+    launches: Option<LaunchStats>,
+    queue_by_stream: Vec<StreamQueue>,
+    copies: Vec<CopyKind>,
+    largest_gaps: Vec<Gap>,
+}
+
+impl GpuViews {
+    fn of(trace: &Trace, clock: Clock, top: usize) -> GpuViews {
+        let s = scope(trace, clock);
+        let launched = launches(trace, &s);
+        GpuViews {
+            cut: s.cut.map(|(name, _)| trace.names.get(name).to_owned()),
+            temporal: temporal(trace, &s),
+            kernel_types: type_breakdown(trace, &s),
+            top_kernels: top_kernels(trace, &s, top),
+            idle_by_stream: idle_by_stream(trace, &s),
+            comm_comp_overlap_percent: comm_comp_overlap_percent(trace, &s),
+            queue_by_stream: queue_lengths(trace, &s, &launched),
+            launches: launch_stats(&launched),
+            copies: copies(trace, &s),
+            largest_gaps: largest_gaps(trace, &s, GAPS),
+        }
+    }
 }
