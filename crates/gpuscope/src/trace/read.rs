@@ -202,18 +202,23 @@ fn parse_batch(
     // Checking the batch's UTF-8 once lets serde_json parse text, skipping the check of
     // every key and string it would make on bytes (a tenth of the parse).
     let text = std::str::from_utf8(batch).ok();
-    let parsed: Vec<serde_json::Result<RawEvent>> = (0..ends.len())
+    let parsed: Vec<Option<serde_json::Result<RawEvent>>> = (0..ends.len())
         .into_par_iter()
         .map(|k| {
             let event = if k == 0 { 0 } else { ends[k - 1] }..ends[k];
-            match text {
+            // Flow events, a third of a trace or more, are passed over unparsed: nothing
+            // in them is used, and the splitter has seen that they are whole.
+            if Phase::leading(&batch[event.clone()]) == Some(Phase::Ignored) {
+                return None;
+            }
+            Some(match text {
                 // Events end at a `}` or other ASCII byte, so each is whole characters.
                 Some(text) => serde_json::from_str(&text[event]),
                 None => serde_json::from_slice(&batch[event]),
-            }
+            })
         })
         .collect();
-    for event in parsed {
+    for event in parsed.into_iter().flatten() {
         match event {
             Ok(raw) => add(trace, seen, raw),
             // The splitter has checked the JSON's structure: this is an element of the
@@ -316,6 +321,36 @@ enum Phase {
     Unknown,
 }
 
+impl Phase {
+    fn of(letter: &str) -> Phase {
+        match letter {
+            "X" => Phase::Complete,
+            "i" | "I" => Phase::Instant,
+            "B" | "E" | "M" | "s" | "t" | "f" | "b" | "n" | "e" | "C" | "P" | "O" | "N" | "D"
+            | "R" | "c" | "(" | ")" => Phase::Ignored,
+            _ => Phase::Unknown,
+        }
+    }
+
+    /// The phase of an event that starts with it, as Kineto writes every event
+    /// (`{"ph": "f", ...`).
+    fn leading(event: &[u8]) -> Option<Phase> {
+        let after = |bytes: &[u8], token: &[u8]| -> Option<usize> {
+            let start = bytes.len() - bytes.trim_ascii_start().len();
+            bytes[start..]
+                .starts_with(token)
+                .then_some(start + token.len())
+        };
+        let mut at = 0;
+        for token in [&b"{"[..], b"\"ph\"", b":", b"\""] {
+            at += after(&event[at..], token)?;
+        }
+        let letter = &event[at..];
+        let len = letter.iter().position(|&b| b == b'"')?;
+        Some(Phase::of(std::str::from_utf8(&letter[..len]).ok()?))
+    }
+}
+
 impl<'de> Deserialize<'de> for Phase {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Phase, D::Error> {
         struct V;
@@ -325,13 +360,7 @@ impl<'de> Deserialize<'de> for Phase {
                 f.write_str("a phase letter")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Phase, E> {
-                Ok(match v {
-                    "X" => Phase::Complete,
-                    "i" | "I" => Phase::Instant,
-                    "B" | "E" | "M" | "s" | "t" | "f" | "b" | "n" | "e" | "C" | "P" | "O" | "N"
-                    | "D" | "R" | "c" | "(" | ")" => Phase::Ignored,
-                    _ => Phase::Unknown,
-                })
+                Ok(Phase::of(v))
             }
         }
         d.deserialize_str(V)
@@ -502,6 +531,15 @@ mod tests {
         );
         assert_eq!(rank_in_name(Path::new("x/Rank_7.json")), Some(7));
         assert_eq!(rank_in_name(Path::new("x/trace.json")), None);
+    }
+
+    #[test]
+    fn a_leading_phase_is_read_only_when_it_comes_first() {
+        assert!(Phase::leading(br#"{"ph": "f", "id": 1}"#) == Some(Phase::Ignored));
+        assert!(Phase::leading(b"{\n    \"ph\" :\"X\", \"ts\": 1}") == Some(Phase::Complete));
+        assert!(Phase::leading(br#"{"ts": 1, "ph": "f"}"#).is_none());
+        assert!(Phase::leading(br#"{"ph": 1}"#).is_none());
+        assert!(Phase::leading(br#"{"ph": "f"#).is_none());
     }
 
     #[test]

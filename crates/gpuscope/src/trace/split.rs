@@ -6,8 +6,8 @@
 //! and hands out values only as they are deserialized, one at a time; a trace's
 //! `traceEvents` array is hundreds of MB. Cutting it into elements here lets serde_json
 //! parse batches of them from slices, on every core, while memory holds two batches. The
-//! splitter only tracks strings, escapes and nesting; serde_json still checks every
-//! element in full.
+//! splitter only tracks strings, escapes and nesting; serde_json checks in full every
+//! element that is used (the reader passes over flow events unparsed).
 
 use std::io::Read;
 
@@ -50,7 +50,7 @@ const CHUNK: usize = 1 << 20;
 ///
 /// Only the value's own kind of bracket is counted (`{}` for an object, `[]` for an
 /// array): in valid JSON the other kind nests inside and balances itself, and serde_json
-/// checks every element in full afterwards. That lets [`Scan::block`] look at 64 bytes
+/// checks every element that is used in full afterwards. That lets [`Scan::block`] look at 64 bytes
 /// at a time through four bit masks instead of at every byte.
 #[derive(Debug, Default, Clone, Copy)]
 struct Scan {
