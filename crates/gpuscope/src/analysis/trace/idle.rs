@@ -4,7 +4,9 @@
 //! overhead between back-to-back kernels), **other** for the rest (waits on events, other
 //! streams, synchronisation).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
@@ -38,7 +40,7 @@ impl StreamIdle {
 pub fn idle_by_stream(trace: &Trace, scope: &Scope) -> Vec<StreamIdle> {
     let e = &trace.events;
     // When the CPU launched each piece of GPU work: the start of its runtime call.
-    let launched_at: HashMap<i64, i64> = scope
+    let launched_at: FxHashMap<i64, i64> = scope
         .cpu
         .iter()
         .filter(|&&i| e.correlation[i] != NONE)

@@ -2,7 +2,7 @@
 //! communication, both at once, ...) and the kernels that take the most time, with
 //! count, mean, min, max and standard deviation of their durations.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
@@ -88,7 +88,7 @@ pub struct KernelStats {
 /// `others` row for the rest when there is a rest.
 pub fn top_kernels(trace: &Trace, scope: &Scope, n: usize) -> Vec<KernelStats> {
     let e = &trace.events;
-    let mut by_name: HashMap<u32, Vec<i64>> = HashMap::new();
+    let mut by_name: FxHashMap<u32, Vec<i64>> = FxHashMap::default();
     for &i in &scope.gpu {
         by_name
             .entry(e.name[i])

@@ -4,7 +4,7 @@
 //! than its own launch call is launch-bound: the GPU finishes faster than the CPU can feed
 //! it.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
@@ -51,7 +51,7 @@ pub fn launches(trace: &Trace, scope: &Scope) -> Vec<Launch> {
         .iter()
         .filter_map(|n| trace.names.find(n))
         .collect();
-    let work_by_correlation: HashMap<i64, usize> = scope
+    let work_by_correlation: FxHashMap<i64, usize> = scope
         .gpu
         .iter()
         .filter(|&&i| e.kind[i].is_gpu() && e.correlation[i] != NONE)

@@ -3,7 +3,9 @@
 //! the peak, and the operators that had allocated the most (net of their frees) by the
 //! time of the peak — each event belongs to the innermost operator running on its thread.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
@@ -76,7 +78,7 @@ pub fn memory_timeline(trace: &Trace) -> Vec<DeviceMemory> {
                     (peak, peak_index) = (level, k);
                 }
             }
-            let mut net: HashMap<Option<u32>, i64> = HashMap::new();
+            let mut net: FxHashMap<Option<u32>, i64> = FxHashMap::default();
             for &(i, op) in &list[..=peak_index] {
                 if e.bytes[i] != NONE {
                     *net.entry(op.map(|o| e.name[o])).or_default() += e.bytes[i];
@@ -128,7 +130,7 @@ pub fn memory_timeline(trace: &Trace) -> Vec<DeviceMemory> {
 /// running on its thread when it happened.
 fn owners(trace: &Trace, events: &[usize]) -> Vec<Option<usize>> {
     let e = &trace.events;
-    let mut ops_by_thread: HashMap<(i64, i64), Vec<usize>> = HashMap::new();
+    let mut ops_by_thread: FxHashMap<(i64, i64), Vec<usize>> = FxHashMap::default();
     for i in 0..e.len() {
         if e.kind[i] == Kind::CpuOp {
             ops_by_thread
@@ -140,7 +142,7 @@ fn owners(trace: &Trace, events: &[usize]) -> Vec<Option<usize>> {
     for ops in ops_by_thread.values_mut() {
         ops.sort_by_key(|&i| (e.ts[i], std::cmp::Reverse(e.dur[i])));
     }
-    let mut cursor: HashMap<(i64, i64), (usize, Vec<usize>)> = HashMap::new();
+    let mut cursor: FxHashMap<(i64, i64), (usize, Vec<usize>)> = FxHashMap::default();
     events
         .iter()
         .map(|&m| {

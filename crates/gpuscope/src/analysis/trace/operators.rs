@@ -5,7 +5,7 @@
 //! (`record_shapes=True`), by input shapes; and the GPU time of the kernels each launched —
 //! found through the External id that Kineto gives both an operator and its GPU work.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
@@ -46,8 +46,8 @@ pub fn operators(trace: &Trace, top: usize) -> Operators {
         .filter(|&i| matches!(e.kind[i], Kind::CpuOp | Kind::UserAnnotation))
         .collect();
     let calls = calls(trace, &ops);
-    let mut by_name: HashMap<u32, OperatorStats> = HashMap::new();
-    let mut by_shapes: HashMap<(u32, u32), OperatorStats> = HashMap::new();
+    let mut by_name: FxHashMap<u32, OperatorStats> = FxHashMap::default();
+    let mut by_shapes: FxHashMap<(u32, u32), OperatorStats> = FxHashMap::default();
     for (k, &i) in ops.iter().enumerate() {
         if calls.merged[k] {
             continue;
@@ -173,7 +173,7 @@ fn parents(trace: &Trace, ops: &[usize]) -> Vec<Option<usize>> {
 /// GPU time launched by each of `ops`: the GPU work with the operator's External id.
 fn launched_gpu_time(trace: &Trace, ops: &[usize]) -> Vec<i64> {
     let e = &trace.events;
-    let mut by_external: HashMap<i64, i64> = HashMap::new();
+    let mut by_external: FxHashMap<i64, i64> = FxHashMap::default();
     for i in 0..e.len() {
         if e.kind[i].is_gpu() && e.external_id[i] != NONE {
             *by_external.entry(e.external_id[i]).or_default() += e.dur[i];

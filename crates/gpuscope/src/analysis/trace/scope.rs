@@ -10,7 +10,7 @@
 //! negative duration). [`Clock::HtaRounded`] reproduces that, to compare with HTA's
 //! figures; the tests show both.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use crate::model::trace::{Trace, NONE};
 
@@ -70,10 +70,10 @@ pub fn scope(trace: &Trace, clock: Clock) -> Scope {
     let e = &trace.events;
     let round = clock == Clock::HtaRounded && e.ts.iter().any(|ts| ts % 1000 != 0);
     let (gpu, cpu): (Vec<usize>, Vec<usize>) = (0..e.len()).partition(|&i| on_gpu(trace, i));
-    let steps: HashSet<u32> = (0..trace.names.len() as u32)
+    let steps: FxHashSet<u32> = (0..trace.names.len() as u32)
         .filter(|&id| trace.names.get(id).contains("ProfilerStep"))
         .collect();
-    let step_names_used: HashSet<u32> = e
+    let step_names_used: FxHashSet<u32> = e
         .name
         .iter()
         .copied()
@@ -101,7 +101,7 @@ pub fn scope(trace: &Trace, clock: Clock) -> Scope {
         };
     };
     let cpu: Vec<usize> = cpu.into_iter().filter(|&i| e.ts[i] < last_start).collect();
-    let launched: HashSet<i64> = cpu
+    let launched: FxHashSet<i64> = cpu
         .iter()
         .map(|&i| e.correlation[i])
         .filter(|&c| c != NONE)
