@@ -86,16 +86,11 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
         .iter()
         .map(|file| {
             let trace = &file.trace;
-            // The CPU-side views do not need the GPU scope: both halves run at once.
-            let (gpu, (steps, operators, memory)) = rayon::join(
-                || GpuViews::of(trace, clock, top),
-                || {
-                    (
-                        step_overview(trace),
-                        operators(trace, top),
-                        memory_timeline(trace),
-                    )
-                },
+            // The step, operator and memory views do not need the GPU scope: the two
+            // halves (of about equal cost) run at once.
+            let ((gpu, operators), (steps, memory)) = rayon::join(
+                || (GpuViews::of(trace, clock, top), operators(trace, top)),
+                || (step_overview(trace), memory_timeline(trace)),
             );
             RankReport {
                 rank: trace.rank,
