@@ -5,11 +5,14 @@
 //! Like Python's unpickler, a MARK fences the stack: opcodes after it see only the values
 //! pushed since, until an opcode that collects them (LIST, TUPLE, DICT, APPENDS, SETITEMS,
 //! ADDITEMS, FROZENSET, POP_MARK) takes them and removes the mark.
+//!
+//! Containers stored into others go past the [`Fold`] first, which may take them over.
 
 use std::io::Read;
 
-use super::arena::{Builder, Exhausted};
+use super::arena::{Builder, Exhausted, Unfillable};
 use super::error::PickleError;
+use super::fold::Fold;
 use super::input::Input;
 use super::memo::Memo;
 use super::opcodes::Op;
@@ -19,7 +22,7 @@ use super::value::{DictId, Pickle, SeqId, Value};
 /// The highest protocol this reader (and Python 3.8+) knows.
 const HIGHEST_PROTOCOL: u8 = 5;
 
-pub(crate) struct Machine<R> {
+pub(crate) struct Machine<'f, R, F: ?Sized> {
     input: Input<R>,
     stack: Vec<Value>,
     /// Stack length at each open MARK, and the MARK's byte offset.
@@ -31,12 +34,13 @@ pub(crate) struct Machine<R> {
     /// The opcode being applied and its byte offset, for errors.
     op: Op,
     at: u64,
+    fold: &'f mut F,
 }
 
 type Step = Result<(), PickleError>;
 
-impl<R: Read> Machine<R> {
-    pub(crate) fn new(reader: R) -> Self {
+impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
+    pub(crate) fn new(reader: R, fold: &'f mut F) -> Self {
         Machine {
             input: Input::new(reader),
             stack: Vec::new(),
@@ -46,6 +50,7 @@ impl<R: Read> Machine<R> {
             scratch: Vec::new(),
             op: Op::STOP,
             at: 0,
+            fold,
         }
     }
 
@@ -224,17 +229,16 @@ impl<R: Read> Machine<R> {
                 self.bytes(len)?;
             }
 
-            Op::EMPTY_LIST | Op::EMPTY_SET => self.push_seq(Vec::new(), Value::List)?,
-            Op::EMPTY_TUPLE => self.push_seq(Vec::new(), Value::Tuple)?,
+            Op::EMPTY_LIST | Op::EMPTY_SET => self.push_seq(self.stack.len(), Value::List)?,
+            Op::EMPTY_TUPLE => self.push_seq(self.stack.len(), Value::Tuple)?,
             Op::LIST | Op::FROZENSET | Op::TUPLE => {
                 let mark = self.pop_mark()?;
-                let items: Vec<Value> = self.stack.drain(mark..).collect();
                 let kind = if op == Op::TUPLE {
                     Value::Tuple
                 } else {
                     Value::List
                 };
-                self.push_seq(items, kind)?;
+                self.push_seq(mark, kind)?;
             }
             Op::TUPLE1 | Op::TUPLE2 | Op::TUPLE3 => {
                 let n = match op {
@@ -246,22 +250,20 @@ impl<R: Read> Machine<R> {
                 if start < self.fence() || self.stack.len() < n {
                     return Err(self.underflow());
                 }
-                let items: Vec<Value> = self.stack.drain(start..).collect();
-                self.push_seq(items, Value::Tuple)?;
+                self.push_seq(start, Value::Tuple)?;
             }
             Op::APPEND => {
-                let item = self.pop()?;
-                let list = self.list_below(self.stack.len())?;
-                if let Some(items) = self.arena.seq_mut(list) {
-                    items.push(item);
+                let len = self.stack.len();
+                if len <= self.fence() {
+                    return Err(self.underflow());
                 }
+                let list = self.list_below(len - 1)?;
+                self.extend_list(list, len - 1)?;
             }
             Op::APPENDS | Op::ADDITEMS => {
                 let mark = self.pop_mark()?;
                 let list = self.list_below(mark)?;
-                if let Some(items) = self.arena.seq_mut(list) {
-                    items.extend(self.stack.drain(mark..));
-                }
+                self.extend_list(list, mark)?;
             }
 
             Op::EMPTY_DICT => {
@@ -272,7 +274,7 @@ impl<R: Read> Machine<R> {
                 let mark = self.pop_mark()?;
                 self.check_pairs(mark)?;
                 let id = self.arena.new_dict().map_err(|e| self.exhausted(e))?;
-                self.set_items(id, mark);
+                self.set_items(id, mark)?;
                 self.stack.push(Value::Dict(id));
             }
             Op::SETITEM => {
@@ -281,7 +283,7 @@ impl<R: Read> Machine<R> {
                     return Err(self.underflow());
                 }
                 let id = self.dict_at(len - 3)?;
-                self.set_items(id, len - 2);
+                self.set_items(id, len - 2)?;
             }
             Op::SETITEMS => {
                 let mark = self.pop_mark()?;
@@ -290,7 +292,7 @@ impl<R: Read> Machine<R> {
                     return Err(self.underflow());
                 }
                 let id = self.dict_at(mark - 1)?;
-                self.set_items(id, mark);
+                self.set_items(id, mark)?;
             }
 
             Op::PUT => {
@@ -359,6 +361,7 @@ impl<R: Read> Machine<R> {
                 offset: self.at,
             });
         }
+        let root = self.arena.resolve(root);
         Ok(self.arena.finish(root))
     }
 
@@ -422,19 +425,66 @@ impl<R: Read> Machine<R> {
     }
 
     /// Sets the key/value pairs on the stack from `from` up into the dict, and drops them.
-    fn set_items(&mut self, dict: DictId, from: usize) {
-        let pairs = self.stack.get(from..).unwrap_or_default();
-        self.arena.reserve_entries(dict, pairs.len() / 2);
-        for pair in pairs.chunks_exact(2) {
-            if let [key, value] = *pair {
-                self.arena.dict_set(dict, key, value);
+    fn set_items(&mut self, dict: DictId, from: usize) -> Step {
+        let end = self.stack.len();
+        if F::FOLDS {
+            for k in (from + 1..end).step_by(2) {
+                let key = self.stack[k - 1];
+                self.stack[k] = self.offer(Some(key), self.stack[k], Value::Dict(dict));
             }
+            self.arena.release_folded();
         }
+        let pairs = self.stack.get(from..).unwrap_or_default();
+        let filled = self
+            .arena
+            .reserve_entries(dict, pairs.len() / 2)
+            .and_then(|()| {
+                pairs.chunks_exact(2).try_for_each(|pair| match *pair {
+                    [key, value] => self.arena.dict_set(dict, key, value),
+                    _ => Ok(()),
+                })
+            });
+        filled.map_err(|e| self.unfillable(e, "a dict"))?;
         self.stack.truncate(from);
+        Ok(())
     }
 
-    fn push_seq(&mut self, items: Vec<Value>, kind: fn(SeqId) -> Value) -> Step {
+    /// Appends the values on the stack from `from` up to the list, and drops them.
+    fn extend_list(&mut self, list: SeqId, from: usize) -> Step {
+        if F::FOLDS {
+            for k in from..self.stack.len() {
+                self.stack[k] = self.offer(None, self.stack[k], Value::List(list));
+            }
+            self.arena.release_folded();
+        }
+        let items = self.stack.get(from..).unwrap_or_default();
+        self.arena
+            .seq_extend(list, items)
+            .map_err(|e| self.unfillable(e, "a list"))?;
+        self.stack.truncate(from);
+        Ok(())
+    }
+
+    /// Offers `value`, about to be stored into `into`, to the fold; what to store instead.
+    fn offer(&mut self, key: Option<Value>, value: Value, into: Value) -> Value {
+        let value = self.arena.resolve(value);
+        if !matches!(value, Value::List(_) | Value::Tuple(_) | Value::Dict(_)) || value == into {
+            return value;
+        }
+        match self.fold.fold(&self.arena.pickle, key, value) {
+            Some(token) => {
+                self.arena.fold(value, token);
+                Value::Folded(token)
+            }
+            None => value,
+        }
+    }
+
+    /// A new sequence of the values on the stack from `from` up, in their place.
+    fn push_seq(&mut self, from: usize, kind: fn(SeqId) -> Value) -> Step {
+        let items = self.stack.get(from..).unwrap_or_default();
         let id = self.arena.new_seq(items).map_err(|e| self.exhausted(e))?;
+        self.stack.truncate(from);
         self.stack.push(kind(id));
         Ok(())
     }
@@ -453,6 +503,12 @@ impl<R: Read> Machine<R> {
                 key,
                 offset: self.at,
             });
+        };
+        // A container the fold took over is handed out as what it became.
+        let value = if F::FOLDS {
+            self.arena.resolve(value)
+        } else {
+            value
         };
         self.stack.push(value);
         Ok(())
@@ -539,8 +595,8 @@ impl<R: Read> Machine<R> {
     }
 
     fn bytes(&mut self, len: u64) -> Step {
-        let start = self.arena.bytes.data.len();
-        match self.input.read_n(len, &mut self.arena.bytes.data) {
+        let start = self.arena.byte_data().len();
+        match self.input.read_n(len, self.arena.byte_data()) {
             Ok(true) => {}
             Ok(false) => return Err(self.truncated()),
             Err(e) => return Err(self.io(e)),
@@ -558,8 +614,9 @@ impl<R: Read> Machine<R> {
         let value = match std::str::from_utf8(&self.scratch) {
             Ok(text) => self.arena.intern(text),
             Err(_) => {
-                let start = self.arena.bytes.data.len();
-                self.arena.bytes.data.extend_from_slice(&self.scratch);
+                let data = self.arena.byte_data();
+                let start = data.len();
+                data.extend_from_slice(&self.scratch);
                 self.arena.seal_bytes(start)
             }
         }
@@ -605,6 +662,13 @@ impl<R: Read> Machine<R> {
         PickleError::TooMany {
             what: e.0,
             offset: self.at,
+        }
+    }
+
+    fn unfillable(&self, e: Unfillable, expected: &'static str) -> PickleError {
+        match e {
+            Unfillable::Exhausted(e) => self.exhausted(e),
+            Unfillable::Folded => self.wrong_kind(expected, Value::Folded(0)),
         }
     }
 
