@@ -129,9 +129,8 @@ impl Builder {
         Ok(DictId(id))
     }
 
-    /// Room for `n` more entries in a dict (the pairs of a SETITEMS already on the
-    /// stack), so filling it does not move it step by step.
-    pub(crate) fn reserve_entries(&mut self, dict: DictId, n: usize) -> Result<(), Unfillable> {
+    /// Sets the keys and values `pairs` (key, value, key, value, …) in a dict, in order.
+    pub(crate) fn dict_extend(&mut self, dict: DictId, pairs: &[Value]) -> Result<(), Unfillable> {
         let p = &mut self.pickle;
         let Some(span) = p.dicts.get_mut(dict.index()) else {
             return Ok(());
@@ -139,12 +138,25 @@ impl Builder {
         if span.cap == FOLDED {
             return Err(Unfillable::Folded);
         }
-        Ok(reserve(
-            &mut p.entries,
-            span,
-            n,
-            (Value::None, Value::None),
-        )?)
+        let n = pairs.len() / 2;
+        reserve(&mut p.entries, span, n, (Value::None, Value::None))?;
+        // What torch writes: a new dict filled at once, its keys distinct strings. Those
+        // need no search for a key set before.
+        if span.len == 0 && distinct_strings(pairs) {
+            let start = span.start as usize;
+            for (slot, pair) in p.entries.iter_mut().skip(start).zip(pairs.chunks_exact(2)) {
+                if let [key, value] = *pair {
+                    *slot = (key, value);
+                }
+            }
+            // `reserve` made `n` fit in `cap`, a u32.
+            span.len = n as u32;
+            return Ok(());
+        }
+        pairs.chunks_exact(2).try_for_each(|pair| match *pair {
+            [key, value] => self.dict_set(dict, key, value),
+            _ => Ok(()),
+        })
     }
 
     /// `dict[key] = value`, as Python does it: a key already there keeps its place.
@@ -262,6 +274,24 @@ impl Builder {
         self.pickle.root = root;
         self.pickle
     }
+}
+
+/// Whether the keys of `pairs` (key, value, …) are at most [`INDEX_FROM`] strings, none
+/// twice.
+fn distinct_strings(pairs: &[Value]) -> bool {
+    let mut ids = [0u32; INDEX_FROM];
+    for (k, key) in pairs.iter().step_by(2).enumerate() {
+        let (Value::Str(StrId(id)), Some((slot, earlier))) =
+            (*key, ids.get_mut(..=k).and_then(<[u32]>::split_last_mut))
+        else {
+            return false;
+        };
+        if earlier.contains(&id) {
+            return false;
+        }
+        *slot = id;
+    }
+    true
 }
 
 /// The next position of a flat arena, which spans index with 32 bits.

@@ -37,7 +37,9 @@ pub(crate) struct Machine<'f, R, F: ?Sized> {
     fold: &'f mut F,
 }
 
-type Step = Result<(), PickleError>;
+/// Errors are boxed: the opcode loop's results stay a word wide on the way that succeeds.
+type Fail = Box<PickleError>;
+type Step = Result<(), Fail>;
 
 impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
     pub(crate) fn new(reader: R, fold: &'f mut F) -> Self {
@@ -54,21 +56,25 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         }
     }
 
-    pub(crate) fn run(mut self) -> Result<Pickle, PickleError> {
+    pub(crate) fn run(self) -> Result<Pickle, PickleError> {
+        self.run_boxed().map_err(|e| *e)
+    }
+
+    fn run_boxed(mut self) -> Result<Pickle, Fail> {
         loop {
             self.at = self.input.pos();
             let Some(byte) = self.input.byte().map_err(|e| self.io(e))? else {
-                return Err(if self.at == 0 {
+                return Err(Box::new(if self.at == 0 {
                     PickleError::NotAPickle {
                         what: "the input is empty".into(),
                         offset: 0,
                     }
                 } else {
                     PickleError::MissingStop { offset: self.at }
-                });
+                }));
             };
             let Some(op) = Op::from_byte(byte) else {
-                return Err(if self.at == 0 {
+                return Err(Box::new(if self.at == 0 {
                     PickleError::NotAPickle {
                         what: format!("byte 0x{byte:02x} is no pickle opcode"),
                         offset: 0,
@@ -78,17 +84,9 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
                         byte,
                         offset: self.at,
                     }
-                });
+                }));
             };
             self.op = op;
-            if let Some(refusal) = op.refusal() {
-                return Err(PickleError::Refused {
-                    opcode: op.name(),
-                    byte,
-                    reason: refusal.reason(),
-                    offset: self.at,
-                });
-            }
             if op == Op::STOP {
                 return self.stop();
             }
@@ -326,9 +324,10 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
                 self.get(key.into())?;
             }
 
-            // Refused before `step` is called; STOP is handled by `run`.
-            Op::STOP
-            | Op::PERSID
+            // STOP is handled by `run`.
+            Op::STOP => {}
+            // Refused before their arguments are read.
+            Op::PERSID
             | Op::BINPERSID
             | Op::REDUCE
             | Op::BUILD
@@ -342,24 +341,24 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             | Op::EXT2
             | Op::EXT4
             | Op::NEXT_BUFFER
-            | Op::READONLY_BUFFER => {}
+            | Op::READONLY_BUFFER => return Err(self.refused()),
         }
         Ok(())
     }
 
-    fn stop(mut self) -> Result<Pickle, PickleError> {
+    fn stop(mut self) -> Result<Pickle, Fail> {
         if let Some(&(_, mark_offset)) = self.marks.last() {
-            return Err(PickleError::UnclosedMark {
+            return Err(Box::new(PickleError::UnclosedMark {
                 offset: self.at,
                 mark_offset,
-            });
+            }));
         }
         let root = self.pop()?;
         if !self.stack.is_empty() {
-            return Err(PickleError::LeftoverValues {
+            return Err(Box::new(PickleError::LeftoverValues {
                 extra: self.stack.len(),
                 offset: self.at,
-            });
+            }));
         }
         let root = self.arena.resolve(root);
         Ok(self.arena.finish(root))
@@ -372,14 +371,14 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         self.marks.last().map_or(0, |&(len, _)| len)
     }
 
-    fn pop(&mut self) -> Result<Value, PickleError> {
+    fn pop(&mut self) -> Result<Value, Fail> {
         if self.stack.len() <= self.fence() {
             return Err(self.underflow());
         }
         self.stack.pop().ok_or_else(|| self.underflow())
     }
 
-    fn peek(&self) -> Result<Value, PickleError> {
+    fn peek(&self) -> Result<Value, Fail> {
         match self.stack.last() {
             Some(&v) if self.stack.len() > self.fence() => Ok(v),
             _ => Err(self.underflow()),
@@ -387,10 +386,12 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
     }
 
     /// Closes the innermost MARK and returns where its values start on the stack.
-    fn pop_mark(&mut self) -> Result<usize, PickleError> {
-        let (mark, _) = self.marks.pop().ok_or_else(|| PickleError::NoMark {
-            opcode: self.op.name(),
-            offset: self.at,
+    fn pop_mark(&mut self) -> Result<usize, Fail> {
+        let (mark, _) = self.marks.pop().ok_or_else(|| {
+            Box::new(PickleError::NoMark {
+                opcode: self.op.name(),
+                offset: self.at,
+            })
         })?;
         // Values below a mark are fenced off, so the stack never shrinks below one; the
         // `min` keeps `drain(mark..)` safe even so.
@@ -398,7 +399,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
     }
 
     /// The list (or set) just below stack position `pos`, which must be within reach.
-    fn list_below(&self, pos: usize) -> Result<SeqId, PickleError> {
+    fn list_below(&self, pos: usize) -> Result<SeqId, Fail> {
         if pos <= self.fence() {
             return Err(self.underflow());
         }
@@ -409,7 +410,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         }
     }
 
-    fn dict_at(&self, pos: usize) -> Result<DictId, PickleError> {
+    fn dict_at(&self, pos: usize) -> Result<DictId, Fail> {
         match self.stack.get(pos) {
             Some(&Value::Dict(id)) => Ok(id),
             Some(&other) => Err(self.wrong_kind("a dict", other)),
@@ -435,16 +436,9 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             self.arena.release_folded();
         }
         let pairs = self.stack.get(from..).unwrap_or_default();
-        let filled = self
-            .arena
-            .reserve_entries(dict, pairs.len() / 2)
-            .and_then(|()| {
-                pairs.chunks_exact(2).try_for_each(|pair| match *pair {
-                    [key, value] => self.arena.dict_set(dict, key, value),
-                    _ => Ok(()),
-                })
-            });
-        filled.map_err(|e| self.unfillable(e, "a dict"))?;
+        self.arena
+            .dict_extend(dict, pairs)
+            .map_err(|e| self.unfillable(e, "a dict"))?;
         self.stack.truncate(from);
         Ok(())
     }
@@ -466,9 +460,18 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
     }
 
     /// Offers `value`, about to be stored into `into`, to the fold; what to store instead.
+    #[inline]
     fn offer(&mut self, key: Option<Value>, value: Value, into: Value) -> Value {
+        if !matches!(value, Value::List(_) | Value::Tuple(_) | Value::Dict(_)) {
+            return value;
+        }
         let value = self.arena.resolve(value);
-        if !matches!(value, Value::List(_) | Value::Tuple(_) | Value::Dict(_)) || value == into {
+        let into_itself = match (value, into) {
+            (Value::List(a) | Value::Tuple(a), Value::List(b)) => a == b,
+            (Value::Dict(a), Value::Dict(b)) => a == b,
+            _ => false,
+        };
+        if matches!(value, Value::Folded(_)) || into_itself {
             return value;
         }
         match self.fold.fold(&self.arena.pickle, key, value) {
@@ -499,10 +502,10 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
 
     fn get(&mut self, key: u64) -> Step {
         let Some(value) = self.memo.get(key) else {
-            return Err(PickleError::MemoKeyUndefined {
+            return Err(Box::new(PickleError::MemoKeyUndefined {
                 key,
                 offset: self.at,
-            });
+            }));
         };
         // A container the fold took over is handed out as what it became.
         let value = if F::FOLDS {
@@ -514,7 +517,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         Ok(())
     }
 
-    fn memo_key_text(&self) -> Result<u64, PickleError> {
+    fn memo_key_text(&self) -> Result<u64, Fail> {
         match text::parse_int(&self.scratch) {
             Ok(key) => u64::try_from(key).map_err(|_| self.bad("negative memo key".into())),
             Err(_) => Err(self.bad("not a memo key".into())),
@@ -524,7 +527,8 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
     // ---- arguments
 
     /// The opcode's fixed-size argument.
-    fn args<const N: usize>(&mut self) -> Result<[u8; N], PickleError> {
+    #[inline(always)]
+    fn args<const N: usize>(&mut self) -> Result<[u8; N], Fail> {
         match self.input.array::<N>() {
             Ok(Some(bytes)) => Ok(bytes),
             Ok(None) => Err(self.truncated()),
@@ -551,13 +555,13 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         }
     }
 
-    fn length(&self, len: i64) -> Result<u64, PickleError> {
+    fn length(&self, len: i64) -> Result<u64, Fail> {
         u64::try_from(len).map_err(|_| self.bad(format!("negative length {len}")))
     }
 
-    fn int_text(&self, digits: &[u8]) -> Result<i64, PickleError> {
+    fn int_text(&self, digits: &[u8]) -> Result<i64, Fail> {
         text::parse_int(digits).map_err(|e| match e {
-            IntText::TooWide => PickleError::IntTooWide { offset: self.at },
+            IntText::TooWide => Box::new(PickleError::IntTooWide { offset: self.at }),
             IntText::Bad => self.bad("not a decimal integer".into()),
         })
     }
@@ -573,7 +577,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         let fits = high.iter().all(|&b| b == extension)
             && (high.is_empty() || low.last().is_some_and(|&b| (b & 0x80 != 0) == negative));
         if !fits {
-            return Err(PickleError::IntTooWide { offset: self.at });
+            return Err(Box::new(PickleError::IntTooWide { offset: self.at }));
         }
         let mut buf = [if negative { 0xff } else { 0x00 }; 8];
         for (slot, &b) in buf.iter_mut().zip(low) {
@@ -585,9 +589,11 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
 
     fn unicode(&mut self, len: u64) -> Step {
         self.read_scratch(len)?;
-        let text = std::str::from_utf8(&self.scratch).map_err(|_| PickleError::InvalidUtf8 {
-            opcode: self.op.name(),
-            offset: self.at,
+        let text = std::str::from_utf8(&self.scratch).map_err(|_| {
+            Box::new(PickleError::InvalidUtf8 {
+                opcode: self.op.name(),
+                offset: self.at,
+            })
         })?;
         let value = self.arena.intern(text).map_err(|e| self.exhausted(e))?;
         self.stack.push(value);
@@ -627,55 +633,82 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
 
     // ---- errors at the current opcode
 
-    fn truncated(&self) -> PickleError {
-        PickleError::Truncated {
-            opcode: self.op.name(),
+    #[cold]
+    fn refused(&self) -> Fail {
+        let op = self.op;
+        Box::new(PickleError::Refused {
+            opcode: op.name(),
+            byte: op.byte(),
+            reason: op.refusal().map_or("", |r| r.reason()),
             offset: self.at,
-        }
+        })
     }
 
-    fn underflow(&self) -> PickleError {
-        PickleError::StackUnderflow {
+    fn truncated(&self) -> Fail {
+        Box::new(PickleError::Truncated {
             opcode: self.op.name(),
             offset: self.at,
-        }
+        })
     }
 
-    fn bad(&self, what: String) -> PickleError {
-        PickleError::BadArgument {
+    fn underflow(&self) -> Fail {
+        Box::new(PickleError::StackUnderflow {
+            opcode: self.op.name(),
+            offset: self.at,
+        })
+    }
+
+    fn bad(&self, what: String) -> Fail {
+        Box::new(PickleError::BadArgument {
             opcode: self.op.name(),
             what,
             offset: self.at,
-        }
+        })
     }
 
-    fn wrong_kind(&self, expected: &'static str, found: Value) -> PickleError {
-        PickleError::WrongKind {
+    fn wrong_kind(&self, expected: &'static str, found: Value) -> Fail {
+        Box::new(PickleError::WrongKind {
             opcode: self.op.name(),
             expected,
             found: found.type_name(),
             offset: self.at,
-        }
+        })
     }
 
-    fn exhausted(&self, e: Exhausted) -> PickleError {
-        PickleError::TooMany {
+    fn exhausted(&self, e: Exhausted) -> Fail {
+        Box::new(PickleError::TooMany {
             what: e.0,
             offset: self.at,
-        }
+        })
     }
 
-    fn unfillable(&self, e: Unfillable, expected: &'static str) -> PickleError {
+    fn unfillable(&self, e: Unfillable, expected: &'static str) -> Fail {
         match e {
             Unfillable::Exhausted(e) => self.exhausted(e),
             Unfillable::Folded => self.wrong_kind(expected, Value::Folded(0)),
         }
     }
 
-    fn io(&self, source: std::io::Error) -> PickleError {
-        PickleError::Io {
+    fn io(&self, source: std::io::Error) -> Fail {
+        Box::new(PickleError::Io {
             source,
             offset: self.at,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pickle::fold::NoFold;
+
+    #[test]
+    fn every_refused_opcode_is_refused_and_no_other() {
+        for &op in Op::ALL {
+            let input = [0x80, 0x04, op.byte()];
+            let err = Machine::new(&input[..], &mut NoFold).run().unwrap_err();
+            let refused = matches!(err, PickleError::Refused { opcode, .. } if opcode == op.name());
+            assert_eq!(refused, op.refusal().is_some(), "{}: {err}", op.name());
         }
     }
 }

@@ -149,7 +149,22 @@ struct Builder {
 }
 
 impl Fold for Builder {
+    #[inline]
     fn fold(&mut self, p: &Pickle, key: Option<Value>, value: Value) -> Option<u32> {
+        if let (None, Value::Dict(id)) = (key, value) {
+            // A frame dict, offered once per stack that holds it: known after the first.
+            if self.by_frame.get(id.index()).is_some() {
+                return None;
+            }
+        }
+        self.fold_new(p, key, value)
+    }
+}
+
+impl Builder {
+    /// [`Fold::fold`] of what is not known to be a frame.
+    #[inline(never)]
+    fn fold_new(&mut self, p: &Pickle, key: Option<Value>, value: Value) -> Option<u32> {
         if p.str_count() != self.strings_seen {
             self.k.resolve(p);
             self.strings_seen = p.str_count();
