@@ -431,7 +431,9 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         if F::FOLDS {
             for k in (from + 1..end).step_by(2) {
                 let key = self.stack[k - 1];
-                self.stack[k] = self.offer(Some(key), self.stack[k], Value::Dict(dict));
+                if let Some(folded) = self.offer(Some(key), self.stack[k], Value::Dict(dict)) {
+                    self.stack[k] = folded;
+                }
             }
             self.arena.release_folded();
         }
@@ -447,7 +449,9 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
     fn extend_list(&mut self, list: SeqId, from: usize) -> Step {
         if F::FOLDS {
             for k in from..self.stack.len() {
-                self.stack[k] = self.offer(None, self.stack[k], Value::List(list));
+                if let Some(folded) = self.offer(None, self.stack[k], Value::List(list)) {
+                    self.stack[k] = folded;
+                }
             }
             self.arena.release_folded();
         }
@@ -459,28 +463,29 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         Ok(())
     }
 
-    /// Offers `value`, about to be stored into `into`, to the fold; what to store instead.
+    /// Offers `value`, about to be stored into `into`, to the fold; what to store
+    /// instead, if anything (the stack is written only then: rewriting every item with
+    /// itself costs a store-forwarding stall per item).
     #[inline]
-    fn offer(&mut self, key: Option<Value>, value: Value, into: Value) -> Value {
+    fn offer(&mut self, key: Option<Value>, value: Value, into: Value) -> Option<Value> {
         if !matches!(value, Value::List(_) | Value::Tuple(_) | Value::Dict(_)) {
-            return value;
+            return None;
         }
-        let value = self.arena.resolve(value);
+        let resolved = self.arena.resolve(value);
+        if let Value::Folded(_) = resolved {
+            return Some(resolved);
+        }
         let into_itself = match (value, into) {
             (Value::List(a) | Value::Tuple(a), Value::List(b)) => a == b,
             (Value::Dict(a), Value::Dict(b)) => a == b,
             _ => false,
         };
-        if matches!(value, Value::Folded(_)) || into_itself {
-            return value;
+        if into_itself {
+            return None;
         }
-        match self.fold.fold(&self.arena.pickle, key, value) {
-            Some(token) => {
-                self.arena.fold(value, token);
-                Value::Folded(token)
-            }
-            None => value,
-        }
+        let token = self.fold.fold(&self.arena.pickle, key, value)?;
+        self.arena.fold(value, token);
+        Some(Value::Folded(token))
     }
 
     /// A new sequence of the values on the stack from `from` up, in their place.
