@@ -10,8 +10,9 @@ use super::value::{Pickle, Value};
 /// the container is complete then.
 ///
 /// Returning `Some(token)` takes the container over: the reader stores
-/// [`Value::Folded`]`(token)` in its place, frees the container's items, and gives the
-/// same `Folded(token)` wherever the memo hands the container out again. A folded
+/// [`Value::Folded`]`(token)` in its place, frees the container's items, and stores the
+/// same `Folded(token)` wherever the container is stored again (the memo hands it out
+/// again as often as the pickle asks). A folded
 /// container cannot be filled any more (doing so is an error of the pickle), and where it
 /// was stored before it was folded it can no longer be read (`as_seq` and `as_dict` give
 /// `None`). Tokens mean whatever the fold makes of them.

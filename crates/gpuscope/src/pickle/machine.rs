@@ -490,6 +490,14 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
 
     /// A new sequence of the values on the stack from `from` up, in their place.
     fn push_seq(&mut self, from: usize, kind: fn(SeqId) -> Value) -> Step {
+        if F::FOLDS {
+            for k in from..self.stack.len() {
+                let resolved = self.arena.resolve(self.stack[k]);
+                if let Value::Folded(_) = resolved {
+                    self.stack[k] = resolved;
+                }
+            }
+        }
         let items = self.stack.get(from..).unwrap_or_default();
         let id = self.arena.new_seq(items).map_err(|e| self.exhausted(e))?;
         self.stack.truncate(from);
@@ -512,12 +520,8 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
                 offset: self.at,
             }));
         };
-        // A container the fold took over is handed out as what it became.
-        let value = if F::FOLDS {
-            self.arena.resolve(value)
-        } else {
-            value
-        };
+        // Not resolved here: a container the fold took over is seen as what it became
+        // where it is stored (`offer`, `push_seq`) or returned.
         self.stack.push(value);
         Ok(())
     }
