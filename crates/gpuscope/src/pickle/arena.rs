@@ -329,7 +329,9 @@ fn reserve<T: Copy>(
     ) else {
         return Err(full);
     };
-    if !at_end {
+    // An empty span owns nothing and may point past the arena's end (where a folded
+    // container was cut off after it was made): there is nothing of it to copy.
+    if !at_end && len > 0 {
         arena.extend_from_within(start..start + len);
     }
     arena.resize(new_end, filler);
@@ -545,5 +547,33 @@ mod tests {
         assert_eq!(pickle.as_seq(Value::List(c)), None);
         // Each move doubles the room: far fewer than 100 copies of `a` and `b`.
         assert!(pickle.items.len() < 1000, "{}", pickle.items.len());
+    }
+
+    #[test]
+    fn an_empty_container_made_before_a_fold_cut_the_arena_can_still_be_filled() {
+        let mut builder = Builder::default();
+        let entry = builder.new_dict().unwrap();
+        builder
+            .dict_extend(entry, &[Value::Int(1), Value::Int(2)])
+            .unwrap();
+        // Made empty at the arena's end, then the entry before it is folded and cut off.
+        let empty = builder.new_dict().unwrap();
+        let list = builder.new_seq(&[]).unwrap();
+        builder.fold(Value::Dict(entry), 0);
+        builder.release_folded();
+        assert_eq!(builder.pickle.as_dict(Value::Dict(empty)), Some(&[][..]));
+        builder
+            .dict_extend(empty, &[Value::Int(3), Value::None])
+            .unwrap();
+        builder.seq_extend(list, &[Value::Bool(true)]).unwrap();
+        let pickle = builder.finish(Value::Dict(empty));
+        assert_eq!(
+            pickle.as_dict(Value::Dict(empty)).unwrap(),
+            [(Value::Int(3), Value::None)]
+        );
+        assert_eq!(
+            pickle.as_seq(Value::List(list)).unwrap(),
+            [Value::Bool(true)]
+        );
     }
 }

@@ -197,7 +197,12 @@ impl Span {
 
     fn range(self) -> Option<std::ops::Range<usize>> {
         let start = self.start as usize;
-        (self.cap != FOLDED).then(|| start..start + self.len as usize)
+        match self.len {
+            _ if self.cap == FOLDED => None,
+            // An empty span may point past its arena's end (see `arena::reserve`).
+            0 => Some(0..0),
+            len => Some(start..start + len as usize),
+        }
     }
 }
 
