@@ -101,6 +101,7 @@ fn write_canon(p: &Pickle, v: Value, out: &mut String) {
         }
         Value::List(_) => items(out, '[', ']'),
         Value::Tuple(_) => items(out, '(', ')'),
+        Value::Folded(token) => write!(out, "folded:{token}").unwrap(),
         Value::Dict(_) => {
             out.push('{');
             for (i, &(key, value)) in p.as_dict(v).unwrap().iter().enumerate() {

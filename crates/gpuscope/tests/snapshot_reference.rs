@@ -67,3 +67,30 @@ fn every_reference_figure_matches_exactly() {
         );
     }
 }
+
+/// Reading a snapshot folds its trace entries and frame lists into the model as the pickle
+/// is read; the whole report must be what the model built from the plain pickle gives.
+#[test]
+fn folding_while_reading_gives_the_report_of_the_plain_pickle() {
+    let options = Options {
+        frames: 8,
+        ..Options::default()
+    };
+    for name in reference()
+        .as_object()
+        .expect("an object per snapshot")
+        .keys()
+    {
+        let path = shared().join(name);
+        let folded = read_snapshot(&path, &mut |_, _| {}).expect("reads");
+        let plain = gpuscope::pickle::read_path(&path).expect("a pickle");
+        let plain = gpuscope::snapshot::from_pickle(&plain).expect("a snapshot");
+        assert_eq!(
+            folded.device_traces.len(),
+            plain.device_traces.len(),
+            "{name}"
+        );
+        let report = |s| serde_json::to_value(snapshot_report(s, path.clone(), &options)).unwrap();
+        assert_eq!(report(&folded), report(&plain), "{name}");
+    }
+}

@@ -1,26 +1,51 @@
 //! Fuzz target: `gpuscope::pickle::read` on arbitrary bytes must return, never panic,
 //! hang or allocate without bound; on success, the whole tree must be walkable through
-//! the public API, and on failure the error must point inside the input.
+//! the public API, and on failure the error must point inside the input. The same for
+//! `read_folding` with a fold that takes over every third container it is offered.
 
 #![no_main]
 
 use std::collections::HashSet;
 
-use gpuscope::pickle::{self, Pickle, Value};
+use gpuscope::pickle::{self, Fold, Pickle, Value};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    match pickle::read(data) {
-        Ok(p) => walk(&p),
+    check(data, pickle::read(data), false);
+    let mut fold = EveryThird(0);
+    check(data, pickle::read_folding(data, &mut fold), true);
+});
+
+fn check(data: &[u8], read: Result<Pickle, pickle::PickleError>, folding: bool) {
+    match read {
+        Ok(p) => walk(&p, folding),
         Err(e) => {
             assert!(e.offset() <= data.len() as u64, "{e}");
             assert!(!e.to_string().is_empty());
         }
     }
-});
+}
+
+/// Takes over every third container, reading it whole first.
+struct EveryThird(u32);
+
+impl Fold for EveryThird {
+    fn fold(&mut self, p: &Pickle, _: Option<Value>, value: Value) -> Option<u32> {
+        let readable = p
+            .as_seq(value)
+            .map(<[Value]>::len)
+            .or(p.as_dict(value).map(<[_]>::len));
+        assert!(
+            readable.is_some(),
+            "offered {value:?}, which is not readable"
+        );
+        self.0 += 1;
+        (self.0 % 3 == 0).then_some(self.0)
+    }
+}
 
 /// Visits every value reachable from the root once (lists can contain themselves).
-fn walk(p: &Pickle) {
+fn walk(p: &Pickle, folding: bool) {
     let mut seen = HashSet::new();
     let mut todo = vec![p.root()];
     while let Some(v) = todo.pop() {
@@ -38,13 +63,21 @@ fn walk(p: &Pickle) {
             }
             Value::Bytes(_) => assert!(p.as_bytes(v).is_some()),
             Value::List(id) | Value::Tuple(id) => {
-                let items = p.as_seq(v).expect("a sequence has items");
+                // One stored before it was folded elsewhere is no longer readable.
+                let Some(items) = p.as_seq(v) else {
+                    assert!(folding, "a sequence has items");
+                    continue;
+                };
                 if seen.insert((0, id.index())) {
                     todo.extend_from_slice(items);
                 }
             }
+            Value::Folded(_) => assert!(folding, "read never folds"),
             Value::Dict(id) => {
-                let entries = p.as_dict(v).expect("a dict has entries");
+                let Some(entries) = p.as_dict(v) else {
+                    assert!(folding, "a dict has entries");
+                    continue;
+                };
                 if seen.insert((1, id.index())) {
                     for &(key, value) in entries {
                         if let Some(text) = p.as_str(key) {

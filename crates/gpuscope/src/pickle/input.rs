@@ -1,107 +1,142 @@
-//! The byte stream under the opcode interpreter: buffered reads that count the offset and
-//! tell a clean end of input from a read error.
+//! The byte stream under the opcode interpreter: a cursor over a buffer of the input that
+//! counts the offset and tells a clean end of input from a read error.
 //!
 //! Lengths in a pickle are untrusted: [`Input::read_n`] appends what the input really
 //! holds (through `Read::take`), so a claimed length of 2^63 bytes ends as "truncated",
 //! not as an allocation of 2^63 bytes.
 //!
 //! Almost every read is a few bytes that are already in the buffer: each method first
-//! takes them from there, and goes through the `Read` machinery only at a buffer's end.
+//! takes them from there with an index and a bounds check, and goes to the reader only at
+//! the buffer's end (a `BufReader` between would add its own bookkeeping to every byte).
 
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, Read};
+
+const BUFFER: usize = 64 * 1024;
 
 pub(crate) struct Input<R> {
-    inner: BufReader<R>,
-    pos: u64,
+    reader: R,
+    buf: Box<[u8]>,
+    /// The next byte to read in `buf`.
+    at: usize,
+    /// The end of the bytes read into `buf`.
+    end: usize,
+    /// Offset in the input of `buf[0]`.
+    base: u64,
 }
 
 impl<R: Read> Input<R> {
     pub(crate) fn new(reader: R) -> Self {
         Input {
-            inner: BufReader::with_capacity(64 * 1024, reader),
-            pos: 0,
+            reader,
+            buf: vec![0; BUFFER].into_boxed_slice(),
+            at: 0,
+            end: 0,
+            base: 0,
         }
     }
 
     /// Bytes consumed so far.
+    #[inline]
     pub(crate) fn pos(&self) -> u64 {
-        self.pos
+        self.base + self.at as u64
+    }
+
+    /// The bytes buffered and not consumed yet.
+    #[inline]
+    fn buffered(&self) -> &[u8] {
+        self.buf.get(self.at..self.end).unwrap_or_default()
+    }
+
+    /// Refills the empty buffer; `false` at the end of the input.
+    #[cold]
+    fn refill(&mut self) -> io::Result<bool> {
+        self.base += self.at as u64;
+        self.at = 0;
+        self.end = 0;
+        loop {
+            match self.reader.read(&mut self.buf) {
+                Ok(n) => {
+                    self.end = n;
+                    return Ok(n > 0);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// The next byte, or `None` at the end of the input.
     #[inline]
     pub(crate) fn byte(&mut self) -> io::Result<Option<u8>> {
-        if let Some(&byte) = self.inner.buffer().first() {
-            self.inner.consume(1);
-            self.pos += 1;
-            return Ok(Some(byte));
+        if self.at >= self.end && !self.refill()? {
+            return Ok(None);
         }
-        self.byte_refilled()
-    }
-
-    /// [`Input::byte`] when the buffer is empty.
-    #[cold]
-    fn byte_refilled(&mut self) -> io::Result<Option<u8>> {
-        let buf = loop {
-            match self.inner.fill_buf() {
-                Ok(buf) => break buf,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        };
-        let Some(&byte) = buf.first() else {
+        let Some(&byte) = self.buf.get(self.at) else {
             return Ok(None);
         };
-        self.inner.consume(1);
-        self.pos += 1;
+        self.at += 1;
         Ok(Some(byte))
     }
 
     /// The next `N` bytes, or `None` if the input ends first.
     #[inline]
     pub(crate) fn array<const N: usize>(&mut self) -> io::Result<Option<[u8; N]>> {
-        if let Some(&out) = self.inner.buffer().first_chunk::<N>() {
-            self.inner.consume(N);
-            self.pos += N as u64;
+        if let Some(&out) = self.buffered().first_chunk::<N>() {
+            self.at += N;
             return Ok(Some(out));
         }
+        self.array_across()
+    }
+
+    /// [`Input::array`] across the buffer's end.
+    #[cold]
+    fn array_across<const N: usize>(&mut self) -> io::Result<Option<[u8; N]>> {
         let mut out = [0u8; N];
-        match self.inner.read_exact(&mut out) {
-            Ok(()) => {
-                self.pos += N as u64;
-                Ok(Some(out))
+        for slot in &mut out {
+            match self.byte()? {
+                Some(b) => *slot = b,
+                None => return Ok(None),
             }
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
-            Err(e) => Err(e),
         }
+        Ok(Some(out))
     }
 
     /// Appends the next `n` bytes to `out`; `false` if the input ends first (`out` then
     /// holds what there was). Memory grows with the bytes read, never with `n`.
     pub(crate) fn read_n(&mut self, n: u64, out: &mut Vec<u8>) -> io::Result<bool> {
-        let buffered = self.inner.buffer();
-        if let Some(bytes) = usize::try_from(n).ok().and_then(|n| buffered.get(..n)) {
-            out.extend_from_slice(bytes);
-            self.inner.consume(bytes.len());
-            self.pos += n;
+        let buffered = self.buffered();
+        let now = usize::try_from(n).map_or(buffered.len(), |n| n.min(buffered.len()));
+        out.extend_from_slice(&buffered[..now]);
+        self.at += now;
+        let rest = n - now as u64;
+        if rest == 0 {
             return Ok(true);
         }
-        let got = (&mut self.inner).take(n).read_to_end(out)? as u64;
-        self.pos += got;
-        Ok(got == n)
+        // The buffer is empty: the rest comes straight from the reader.
+        self.base += self.at as u64;
+        self.at = 0;
+        self.end = 0;
+        let got = (&mut self.reader).take(rest).read_to_end(out)? as u64;
+        self.base += got;
+        Ok(got == rest)
     }
 
     /// Reads through the next `\n` into `out` (cleared first), without the newline;
     /// `false` if the input ends before a newline.
     pub(crate) fn line(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
         out.clear();
-        let got = self.inner.read_until(b'\n', out)? as u64;
-        self.pos += got;
-        if out.last() == Some(&b'\n') {
-            out.pop();
-            Ok(true)
-        } else {
-            Ok(false)
+        loop {
+            let buffered = self.buffered();
+            if let Some(k) = buffered.iter().position(|&b| b == b'\n') {
+                out.extend_from_slice(&buffered[..k]);
+                self.at += k + 1;
+                return Ok(true);
+            }
+            out.extend_from_slice(buffered);
+            self.at = self.end;
+            if !self.refill()? {
+                return Ok(false);
+            }
         }
     }
 }
@@ -118,6 +153,39 @@ mod tests {
         assert_eq!(out, b"abc");
         assert_eq!(input.pos(), 3);
         assert_eq!(input.byte().unwrap(), None);
+    }
+
+    /// A reader that hands out one byte per call, so every read crosses a buffer's end.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let Some((&first, rest)) = self.0.split_first() else {
+                return Ok(0);
+            };
+            match buf.first_mut() {
+                Some(slot) => *slot = first,
+                None => return Ok(0),
+            }
+            self.0 = rest;
+            Ok(1)
+        }
+    }
+
+    #[test]
+    fn reads_across_the_buffers_end_count_the_offset() {
+        let mut input = Input::new(Trickle(b"12\nxyzabcdef"));
+        let mut line = Vec::new();
+        assert!(input.line(&mut line).unwrap());
+        assert_eq!(line, b"12");
+        assert_eq!(input.array::<4>().unwrap(), Some(*b"xyza"));
+        let mut out = Vec::new();
+        assert!(input.read_n(3, &mut out).unwrap());
+        assert_eq!(out, b"bcd");
+        assert_eq!(input.pos(), 10);
+        assert_eq!(input.byte().unwrap(), Some(b'e'));
+        assert_eq!(input.array::<2>().unwrap(), None);
+        assert_eq!(input.pos(), 12);
     }
 
     #[test]

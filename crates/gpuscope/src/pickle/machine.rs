@@ -5,11 +5,14 @@
 //! Like Python's unpickler, a MARK fences the stack: opcodes after it see only the values
 //! pushed since, until an opcode that collects them (LIST, TUPLE, DICT, APPENDS, SETITEMS,
 //! ADDITEMS, FROZENSET, POP_MARK) takes them and removes the mark.
+//!
+//! Containers stored into others go past the [`Fold`] first, which may take them over.
 
 use std::io::Read;
 
-use super::arena::{Builder, Exhausted};
+use super::arena::{Builder, Exhausted, Unfillable};
 use super::error::PickleError;
+use super::fold::Fold;
 use super::input::Input;
 use super::memo::Memo;
 use super::opcodes::Op;
@@ -19,7 +22,7 @@ use super::value::{DictId, Pickle, SeqId, Value};
 /// The highest protocol this reader (and Python 3.8+) knows.
 const HIGHEST_PROTOCOL: u8 = 5;
 
-pub(crate) struct Machine<R> {
+pub(crate) struct Machine<'f, R, F: ?Sized> {
     input: Input<R>,
     stack: Vec<Value>,
     /// Stack length at each open MARK, and the MARK's byte offset.
@@ -31,12 +34,15 @@ pub(crate) struct Machine<R> {
     /// The opcode being applied and its byte offset, for errors.
     op: Op,
     at: u64,
+    fold: &'f mut F,
 }
 
-type Step = Result<(), PickleError>;
+/// Errors are boxed: the opcode loop's results stay a word wide on the way that succeeds.
+type Fail = Box<PickleError>;
+type Step = Result<(), Fail>;
 
-impl<R: Read> Machine<R> {
-    pub(crate) fn new(reader: R) -> Self {
+impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
+    pub(crate) fn new(reader: R, fold: &'f mut F) -> Self {
         Machine {
             input: Input::new(reader),
             stack: Vec::new(),
@@ -46,24 +52,29 @@ impl<R: Read> Machine<R> {
             scratch: Vec::new(),
             op: Op::STOP,
             at: 0,
+            fold,
         }
     }
 
-    pub(crate) fn run(mut self) -> Result<Pickle, PickleError> {
+    pub(crate) fn run(self) -> Result<Pickle, PickleError> {
+        self.run_boxed().map_err(|e| *e)
+    }
+
+    fn run_boxed(mut self) -> Result<Pickle, Fail> {
         loop {
             self.at = self.input.pos();
             let Some(byte) = self.input.byte().map_err(|e| self.io(e))? else {
-                return Err(if self.at == 0 {
+                return Err(Box::new(if self.at == 0 {
                     PickleError::NotAPickle {
                         what: "the input is empty".into(),
                         offset: 0,
                     }
                 } else {
                     PickleError::MissingStop { offset: self.at }
-                });
+                }));
             };
             let Some(op) = Op::from_byte(byte) else {
-                return Err(if self.at == 0 {
+                return Err(Box::new(if self.at == 0 {
                     PickleError::NotAPickle {
                         what: format!("byte 0x{byte:02x} is no pickle opcode"),
                         offset: 0,
@@ -73,17 +84,9 @@ impl<R: Read> Machine<R> {
                         byte,
                         offset: self.at,
                     }
-                });
+                }));
             };
             self.op = op;
-            if let Some(refusal) = op.refusal() {
-                return Err(PickleError::Refused {
-                    opcode: op.name(),
-                    byte,
-                    reason: refusal.reason(),
-                    offset: self.at,
-                });
-            }
             if op == Op::STOP {
                 return self.stop();
             }
@@ -224,17 +227,16 @@ impl<R: Read> Machine<R> {
                 self.bytes(len)?;
             }
 
-            Op::EMPTY_LIST | Op::EMPTY_SET => self.push_seq(Vec::new(), Value::List)?,
-            Op::EMPTY_TUPLE => self.push_seq(Vec::new(), Value::Tuple)?,
+            Op::EMPTY_LIST | Op::EMPTY_SET => self.push_seq(self.stack.len(), Value::List)?,
+            Op::EMPTY_TUPLE => self.push_seq(self.stack.len(), Value::Tuple)?,
             Op::LIST | Op::FROZENSET | Op::TUPLE => {
                 let mark = self.pop_mark()?;
-                let items: Vec<Value> = self.stack.drain(mark..).collect();
                 let kind = if op == Op::TUPLE {
                     Value::Tuple
                 } else {
                     Value::List
                 };
-                self.push_seq(items, kind)?;
+                self.push_seq(mark, kind)?;
             }
             Op::TUPLE1 | Op::TUPLE2 | Op::TUPLE3 => {
                 let n = match op {
@@ -246,22 +248,20 @@ impl<R: Read> Machine<R> {
                 if start < self.fence() || self.stack.len() < n {
                     return Err(self.underflow());
                 }
-                let items: Vec<Value> = self.stack.drain(start..).collect();
-                self.push_seq(items, Value::Tuple)?;
+                self.push_seq(start, Value::Tuple)?;
             }
             Op::APPEND => {
-                let item = self.pop()?;
-                let list = self.list_below(self.stack.len())?;
-                if let Some(items) = self.arena.seq_mut(list) {
-                    items.push(item);
+                let len = self.stack.len();
+                if len <= self.fence() {
+                    return Err(self.underflow());
                 }
+                let list = self.list_below(len - 1)?;
+                self.extend_list(list, len - 1)?;
             }
             Op::APPENDS | Op::ADDITEMS => {
                 let mark = self.pop_mark()?;
                 let list = self.list_below(mark)?;
-                if let Some(items) = self.arena.seq_mut(list) {
-                    items.extend(self.stack.drain(mark..));
-                }
+                self.extend_list(list, mark)?;
             }
 
             Op::EMPTY_DICT => {
@@ -272,7 +272,7 @@ impl<R: Read> Machine<R> {
                 let mark = self.pop_mark()?;
                 self.check_pairs(mark)?;
                 let id = self.arena.new_dict().map_err(|e| self.exhausted(e))?;
-                self.set_items(id, mark);
+                self.set_items(id, mark)?;
                 self.stack.push(Value::Dict(id));
             }
             Op::SETITEM => {
@@ -281,7 +281,7 @@ impl<R: Read> Machine<R> {
                     return Err(self.underflow());
                 }
                 let id = self.dict_at(len - 3)?;
-                self.set_items(id, len - 2);
+                self.set_items(id, len - 2)?;
             }
             Op::SETITEMS => {
                 let mark = self.pop_mark()?;
@@ -290,7 +290,7 @@ impl<R: Read> Machine<R> {
                     return Err(self.underflow());
                 }
                 let id = self.dict_at(mark - 1)?;
-                self.set_items(id, mark);
+                self.set_items(id, mark)?;
             }
 
             Op::PUT => {
@@ -324,9 +324,10 @@ impl<R: Read> Machine<R> {
                 self.get(key.into())?;
             }
 
-            // Refused before `step` is called; STOP is handled by `run`.
-            Op::STOP
-            | Op::PERSID
+            // STOP is handled by `run`.
+            Op::STOP => {}
+            // Refused before their arguments are read.
+            Op::PERSID
             | Op::BINPERSID
             | Op::REDUCE
             | Op::BUILD
@@ -340,25 +341,26 @@ impl<R: Read> Machine<R> {
             | Op::EXT2
             | Op::EXT4
             | Op::NEXT_BUFFER
-            | Op::READONLY_BUFFER => {}
+            | Op::READONLY_BUFFER => return Err(self.refused()),
         }
         Ok(())
     }
 
-    fn stop(mut self) -> Result<Pickle, PickleError> {
+    fn stop(mut self) -> Result<Pickle, Fail> {
         if let Some(&(_, mark_offset)) = self.marks.last() {
-            return Err(PickleError::UnclosedMark {
+            return Err(Box::new(PickleError::UnclosedMark {
                 offset: self.at,
                 mark_offset,
-            });
+            }));
         }
         let root = self.pop()?;
         if !self.stack.is_empty() {
-            return Err(PickleError::LeftoverValues {
+            return Err(Box::new(PickleError::LeftoverValues {
                 extra: self.stack.len(),
                 offset: self.at,
-            });
+            }));
         }
+        let root = self.arena.resolve(root);
         Ok(self.arena.finish(root))
     }
 
@@ -369,14 +371,14 @@ impl<R: Read> Machine<R> {
         self.marks.last().map_or(0, |&(len, _)| len)
     }
 
-    fn pop(&mut self) -> Result<Value, PickleError> {
+    fn pop(&mut self) -> Result<Value, Fail> {
         if self.stack.len() <= self.fence() {
             return Err(self.underflow());
         }
         self.stack.pop().ok_or_else(|| self.underflow())
     }
 
-    fn peek(&self) -> Result<Value, PickleError> {
+    fn peek(&self) -> Result<Value, Fail> {
         match self.stack.last() {
             Some(&v) if self.stack.len() > self.fence() => Ok(v),
             _ => Err(self.underflow()),
@@ -384,10 +386,12 @@ impl<R: Read> Machine<R> {
     }
 
     /// Closes the innermost MARK and returns where its values start on the stack.
-    fn pop_mark(&mut self) -> Result<usize, PickleError> {
-        let (mark, _) = self.marks.pop().ok_or_else(|| PickleError::NoMark {
-            opcode: self.op.name(),
-            offset: self.at,
+    fn pop_mark(&mut self) -> Result<usize, Fail> {
+        let (mark, _) = self.marks.pop().ok_or_else(|| {
+            Box::new(PickleError::NoMark {
+                opcode: self.op.name(),
+                offset: self.at,
+            })
         })?;
         // Values below a mark are fenced off, so the stack never shrinks below one; the
         // `min` keeps `drain(mark..)` safe even so.
@@ -395,7 +399,7 @@ impl<R: Read> Machine<R> {
     }
 
     /// The list (or set) just below stack position `pos`, which must be within reach.
-    fn list_below(&self, pos: usize) -> Result<SeqId, PickleError> {
+    fn list_below(&self, pos: usize) -> Result<SeqId, Fail> {
         if pos <= self.fence() {
             return Err(self.underflow());
         }
@@ -406,7 +410,7 @@ impl<R: Read> Machine<R> {
         }
     }
 
-    fn dict_at(&self, pos: usize) -> Result<DictId, PickleError> {
+    fn dict_at(&self, pos: usize) -> Result<DictId, Fail> {
         match self.stack.get(pos) {
             Some(&Value::Dict(id)) => Ok(id),
             Some(&other) => Err(self.wrong_kind("a dict", other)),
@@ -422,19 +426,81 @@ impl<R: Read> Machine<R> {
     }
 
     /// Sets the key/value pairs on the stack from `from` up into the dict, and drops them.
-    fn set_items(&mut self, dict: DictId, from: usize) {
-        let pairs = self.stack.get(from..).unwrap_or_default();
-        self.arena.reserve_entries(dict, pairs.len() / 2);
-        for pair in pairs.chunks_exact(2) {
-            if let [key, value] = *pair {
-                self.arena.dict_set(dict, key, value);
+    fn set_items(&mut self, dict: DictId, from: usize) -> Step {
+        let end = self.stack.len();
+        if F::FOLDS {
+            for k in (from + 1..end).step_by(2) {
+                let key = self.stack[k - 1];
+                if let Some(folded) = self.offer(Some(key), self.stack[k], Value::Dict(dict)) {
+                    self.stack[k] = folded;
+                }
             }
+            self.arena.release_folded();
         }
+        let pairs = self.stack.get(from..).unwrap_or_default();
+        self.arena
+            .dict_extend(dict, pairs)
+            .map_err(|e| self.unfillable(e, "a dict"))?;
         self.stack.truncate(from);
+        Ok(())
     }
 
-    fn push_seq(&mut self, items: Vec<Value>, kind: fn(SeqId) -> Value) -> Step {
+    /// Appends the values on the stack from `from` up to the list, and drops them.
+    fn extend_list(&mut self, list: SeqId, from: usize) -> Step {
+        if F::FOLDS {
+            for k in from..self.stack.len() {
+                if let Some(folded) = self.offer(None, self.stack[k], Value::List(list)) {
+                    self.stack[k] = folded;
+                }
+            }
+            self.arena.release_folded();
+        }
+        let items = self.stack.get(from..).unwrap_or_default();
+        self.arena
+            .seq_extend(list, items)
+            .map_err(|e| self.unfillable(e, "a list"))?;
+        self.stack.truncate(from);
+        Ok(())
+    }
+
+    /// Offers `value`, about to be stored into `into`, to the fold; what to store
+    /// instead, if anything (the stack is written only then: rewriting every item with
+    /// itself costs a store-forwarding stall per item).
+    #[inline]
+    fn offer(&mut self, key: Option<Value>, value: Value, into: Value) -> Option<Value> {
+        if !matches!(value, Value::List(_) | Value::Tuple(_) | Value::Dict(_)) {
+            return None;
+        }
+        let resolved = self.arena.resolve(value);
+        if let Value::Folded(_) = resolved {
+            return Some(resolved);
+        }
+        let into_itself = match (value, into) {
+            (Value::List(a) | Value::Tuple(a), Value::List(b)) => a == b,
+            (Value::Dict(a), Value::Dict(b)) => a == b,
+            _ => false,
+        };
+        if into_itself {
+            return None;
+        }
+        let token = self.fold.fold(&self.arena.pickle, key, value)?;
+        self.arena.fold(value, token);
+        Some(Value::Folded(token))
+    }
+
+    /// A new sequence of the values on the stack from `from` up, in their place.
+    fn push_seq(&mut self, from: usize, kind: fn(SeqId) -> Value) -> Step {
+        if F::FOLDS {
+            for k in from..self.stack.len() {
+                let resolved = self.arena.resolve(self.stack[k]);
+                if let Value::Folded(_) = resolved {
+                    self.stack[k] = resolved;
+                }
+            }
+        }
+        let items = self.stack.get(from..).unwrap_or_default();
         let id = self.arena.new_seq(items).map_err(|e| self.exhausted(e))?;
+        self.stack.truncate(from);
         self.stack.push(kind(id));
         Ok(())
     }
@@ -449,16 +515,18 @@ impl<R: Read> Machine<R> {
 
     fn get(&mut self, key: u64) -> Step {
         let Some(value) = self.memo.get(key) else {
-            return Err(PickleError::MemoKeyUndefined {
+            return Err(Box::new(PickleError::MemoKeyUndefined {
                 key,
                 offset: self.at,
-            });
+            }));
         };
+        // Not resolved here: a container the fold took over is seen as what it became
+        // where it is stored (`offer`, `push_seq`) or returned.
         self.stack.push(value);
         Ok(())
     }
 
-    fn memo_key_text(&self) -> Result<u64, PickleError> {
+    fn memo_key_text(&self) -> Result<u64, Fail> {
         match text::parse_int(&self.scratch) {
             Ok(key) => u64::try_from(key).map_err(|_| self.bad("negative memo key".into())),
             Err(_) => Err(self.bad("not a memo key".into())),
@@ -468,7 +536,8 @@ impl<R: Read> Machine<R> {
     // ---- arguments
 
     /// The opcode's fixed-size argument.
-    fn args<const N: usize>(&mut self) -> Result<[u8; N], PickleError> {
+    #[inline(always)]
+    fn args<const N: usize>(&mut self) -> Result<[u8; N], Fail> {
         match self.input.array::<N>() {
             Ok(Some(bytes)) => Ok(bytes),
             Ok(None) => Err(self.truncated()),
@@ -495,13 +564,13 @@ impl<R: Read> Machine<R> {
         }
     }
 
-    fn length(&self, len: i64) -> Result<u64, PickleError> {
+    fn length(&self, len: i64) -> Result<u64, Fail> {
         u64::try_from(len).map_err(|_| self.bad(format!("negative length {len}")))
     }
 
-    fn int_text(&self, digits: &[u8]) -> Result<i64, PickleError> {
+    fn int_text(&self, digits: &[u8]) -> Result<i64, Fail> {
         text::parse_int(digits).map_err(|e| match e {
-            IntText::TooWide => PickleError::IntTooWide { offset: self.at },
+            IntText::TooWide => Box::new(PickleError::IntTooWide { offset: self.at }),
             IntText::Bad => self.bad("not a decimal integer".into()),
         })
     }
@@ -517,7 +586,7 @@ impl<R: Read> Machine<R> {
         let fits = high.iter().all(|&b| b == extension)
             && (high.is_empty() || low.last().is_some_and(|&b| (b & 0x80 != 0) == negative));
         if !fits {
-            return Err(PickleError::IntTooWide { offset: self.at });
+            return Err(Box::new(PickleError::IntTooWide { offset: self.at }));
         }
         let mut buf = [if negative { 0xff } else { 0x00 }; 8];
         for (slot, &b) in buf.iter_mut().zip(low) {
@@ -529,9 +598,11 @@ impl<R: Read> Machine<R> {
 
     fn unicode(&mut self, len: u64) -> Step {
         self.read_scratch(len)?;
-        let text = std::str::from_utf8(&self.scratch).map_err(|_| PickleError::InvalidUtf8 {
-            opcode: self.op.name(),
-            offset: self.at,
+        let text = std::str::from_utf8(&self.scratch).map_err(|_| {
+            Box::new(PickleError::InvalidUtf8 {
+                opcode: self.op.name(),
+                offset: self.at,
+            })
         })?;
         let value = self.arena.intern(text).map_err(|e| self.exhausted(e))?;
         self.stack.push(value);
@@ -539,8 +610,8 @@ impl<R: Read> Machine<R> {
     }
 
     fn bytes(&mut self, len: u64) -> Step {
-        let start = self.arena.bytes.data.len();
-        match self.input.read_n(len, &mut self.arena.bytes.data) {
+        let start = self.arena.byte_data().len();
+        match self.input.read_n(len, self.arena.byte_data()) {
             Ok(true) => {}
             Ok(false) => return Err(self.truncated()),
             Err(e) => return Err(self.io(e)),
@@ -558,8 +629,9 @@ impl<R: Read> Machine<R> {
         let value = match std::str::from_utf8(&self.scratch) {
             Ok(text) => self.arena.intern(text),
             Err(_) => {
-                let start = self.arena.bytes.data.len();
-                self.arena.bytes.data.extend_from_slice(&self.scratch);
+                let data = self.arena.byte_data();
+                let start = data.len();
+                data.extend_from_slice(&self.scratch);
                 self.arena.seal_bytes(start)
             }
         }
@@ -570,48 +642,82 @@ impl<R: Read> Machine<R> {
 
     // ---- errors at the current opcode
 
-    fn truncated(&self) -> PickleError {
-        PickleError::Truncated {
-            opcode: self.op.name(),
+    #[cold]
+    fn refused(&self) -> Fail {
+        let op = self.op;
+        Box::new(PickleError::Refused {
+            opcode: op.name(),
+            byte: op.byte(),
+            reason: op.refusal().map_or("", |r| r.reason()),
             offset: self.at,
-        }
+        })
     }
 
-    fn underflow(&self) -> PickleError {
-        PickleError::StackUnderflow {
+    fn truncated(&self) -> Fail {
+        Box::new(PickleError::Truncated {
             opcode: self.op.name(),
             offset: self.at,
-        }
+        })
     }
 
-    fn bad(&self, what: String) -> PickleError {
-        PickleError::BadArgument {
+    fn underflow(&self) -> Fail {
+        Box::new(PickleError::StackUnderflow {
+            opcode: self.op.name(),
+            offset: self.at,
+        })
+    }
+
+    fn bad(&self, what: String) -> Fail {
+        Box::new(PickleError::BadArgument {
             opcode: self.op.name(),
             what,
             offset: self.at,
-        }
+        })
     }
 
-    fn wrong_kind(&self, expected: &'static str, found: Value) -> PickleError {
-        PickleError::WrongKind {
+    fn wrong_kind(&self, expected: &'static str, found: Value) -> Fail {
+        Box::new(PickleError::WrongKind {
             opcode: self.op.name(),
             expected,
             found: found.type_name(),
             offset: self.at,
-        }
+        })
     }
 
-    fn exhausted(&self, e: Exhausted) -> PickleError {
-        PickleError::TooMany {
+    fn exhausted(&self, e: Exhausted) -> Fail {
+        Box::new(PickleError::TooMany {
             what: e.0,
             offset: self.at,
+        })
+    }
+
+    fn unfillable(&self, e: Unfillable, expected: &'static str) -> Fail {
+        match e {
+            Unfillable::Exhausted(e) => self.exhausted(e),
+            Unfillable::Folded => self.wrong_kind(expected, Value::Folded(0)),
         }
     }
 
-    fn io(&self, source: std::io::Error) -> PickleError {
-        PickleError::Io {
+    fn io(&self, source: std::io::Error) -> Fail {
+        Box::new(PickleError::Io {
             source,
             offset: self.at,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pickle::fold::NoFold;
+
+    #[test]
+    fn every_refused_opcode_is_refused_and_no_other() {
+        for &op in Op::ALL {
+            let input = [0x80, 0x04, op.byte()];
+            let err = Machine::new(&input[..], &mut NoFold).run().unwrap_err();
+            let refused = matches!(err, PickleError::Refused { opcode, .. } if opcode == op.name());
+            assert_eq!(refused, op.refusal().is_some(), "{}: {err}", op.name());
         }
     }
 }

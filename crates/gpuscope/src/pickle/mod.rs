@@ -10,10 +10,15 @@
 //! from many places through the memo, and serde-pickle takes any memo entry met twice for
 //! a cycle. Its `replace_recursive_structures` option silently puts `None` in place of the
 //! shared entries and took 410–540 MB to read a 3 MB snapshot. Here containers live in
-//! arenas ([`Pickle`]) and a [`Value`] is a 16-byte `Copy` id, so a shared entry stays one
-//! slot referenced many times, and a mutation after memoization (APPENDS, SETITEMS on a
+//! flat arenas ([`Pickle`]: one vector of items for all sequences, one of entries for all
+//! dicts, a span each) and a [`Value`] is a 16-byte `Copy` id, so a shared entry stays one
+//! span referenced many times, and a mutation after memoization (APPENDS, SETITEMS on a
 //! memoized container) is seen by every reference, as in Python. Strings are interned, so
 //! a file name repeated in a thousand frames is stored once and compares by [`StrId`].
+//!
+//! [`read_folding`] hands each container, as it is stored in another, to a [`Fold`] that
+//! may take it over (the snapshot reader turns trace entries and frame lists into its
+//! model there), so a file of a million records is never held as a tree of values.
 //!
 //! The reader streams opcodes from any `Read`, supports every data opcode of protocols
 //! 0–5, never allocates for a length the input claims before the bytes are there, and
@@ -22,10 +27,11 @@
 //!
 //! Files: `opcodes.rs` (the table), `machine.rs` (the interpreter), `input.rs` (counted,
 //! bounded reads), `text.rs` (protocol 0's text arguments), `memo.rs`, `arena.rs` (building)
-//! and `value.rs` (the result and its accessors), `error.rs`.
+//! and `value.rs` (the result and its accessors), `fold.rs` (the hook), `error.rs`.
 
 mod arena;
 mod error;
+mod fold;
 mod input;
 mod machine;
 mod memo;
@@ -37,6 +43,7 @@ use std::io::Read;
 use std::path::Path;
 
 pub use error::PickleError;
+pub use fold::Fold;
 pub use value::{BytesId, DictId, Pickle, SeqId, StrId, Value};
 
 use crate::{Error, Result};
@@ -49,7 +56,16 @@ use crate::{Error, Result};
 /// assert_eq!(pickle.get(pickle.root(), "a"), Some(gpuscope::pickle::Value::Int(1)));
 /// ```
 pub fn read<R: Read>(reader: R) -> std::result::Result<Pickle, PickleError> {
-    machine::Machine::new(reader).run()
+    machine::Machine::new(reader, &mut fold::NoFold).run()
+}
+
+/// [`read`], offering each container to `fold` as it is stored in another: what `fold`
+/// takes over is [`Value::Folded`] in the result and its items are not kept.
+pub fn read_folding<R: Read, F: Fold>(
+    reader: R,
+    fold: &mut F,
+) -> std::result::Result<Pickle, PickleError> {
+    machine::Machine::new(reader, fold).run()
 }
 
 /// Reads the pickle file at `path`. A file that cannot be opened or read is

@@ -56,7 +56,6 @@ macro_rules! opcodes {
             }
 
             /// The byte that stands for the opcode.
-            #[cfg(test)]
             pub(crate) fn byte(self) -> u8 {
                 match self {
                     $(Op::$name => $byte,)*

@@ -64,6 +64,9 @@ pub enum Value {
     Tuple(SeqId),
     /// A `dict`, in insertion order.
     Dict(DictId),
+    /// A list or dict that a [`Fold`](super::Fold) took over while reading: the token it
+    /// returned, whose meaning is the fold's. Never produced by [`read`](super::read).
+    Folded(u32),
 }
 
 impl Value {
@@ -79,6 +82,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Tuple(_) => "tuple",
             Value::Dict(_) => "dict",
+            Value::Folded(_) => "folded",
         }
     }
 }
@@ -163,15 +167,60 @@ impl ByteStrings {
     }
 }
 
+/// Where a container's items are in its flat arena: `items[start..start + len]`, with room
+/// up to `start + cap` (a container filled in several batches while others were being
+/// filled moves to the end with room to spare, so refilling it is amortised). A container
+/// taken over by a [`Fold`](super::Fold) has `cap == FOLDED` and its token in `start`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    pub(crate) start: u32,
+    pub(crate) len: u32,
+    pub(crate) cap: u32,
+}
+
+/// [`Span::cap`] of a folded container.
+pub(crate) const FOLDED: u32 = u32::MAX;
+
+impl Span {
+    pub(crate) fn empty_at(start: u32) -> Span {
+        Span {
+            start,
+            len: 0,
+            cap: 0,
+        }
+    }
+
+    /// The fold's token, if the container was folded.
+    pub(crate) fn folded(self) -> Option<u32> {
+        (self.cap == FOLDED).then_some(self.start)
+    }
+
+    fn range(self) -> Option<std::ops::Range<usize>> {
+        let start = self.start as usize;
+        match self.len {
+            _ if self.cap == FOLDED => None,
+            // An empty span may point past its arena's end (see `arena::reserve`).
+            0 => Some(0..0),
+            len => Some(start..start + len as usize),
+        }
+    }
+}
+
 /// A pickle read into arenas: the root [`Value`] and the strings, byte strings, sequences
 /// and dicts its ids point into. Built by [`read`](super::read); never runs code.
+///
+/// Containers are flat: every sequence's items are a span of one vector, every dict's
+/// entries a span of another, so a snapshot's hundreds of thousands of small dicts cost no
+/// allocation each.
 #[derive(Debug)]
 pub struct Pickle {
     pub(crate) root: Value,
     pub(crate) strings: Strings,
     pub(crate) bytes: ByteStrings,
-    pub(crate) seqs: Vec<Vec<Value>>,
-    pub(crate) dicts: Vec<Vec<(Value, Value)>>,
+    pub(crate) items: Vec<Value>,
+    pub(crate) seqs: Vec<Span>,
+    pub(crate) entries: Vec<(Value, Value)>,
+    pub(crate) dicts: Vec<Span>,
 }
 
 impl Pickle {
@@ -221,19 +270,21 @@ impl Pickle {
         }
     }
 
-    /// The items of a list (or set) or tuple.
+    /// The items of a list (or set) or tuple (`None` for one a fold took over).
     pub fn as_seq(&self, v: Value) -> Option<&[Value]> {
         match v {
-            Value::List(id) | Value::Tuple(id) => self.seqs.get(id.index()).map(Vec::as_slice),
+            Value::List(id) | Value::Tuple(id) => {
+                self.items.get(self.seqs.get(id.index())?.range()?)
+            }
             _ => None,
         }
     }
 
     /// The entries of a dict in insertion order; a key set twice keeps its first place
-    /// and its last value, as in Python.
+    /// and its last value, as in Python (`None` for one a fold took over).
     pub fn as_dict(&self, v: Value) -> Option<&[(Value, Value)]> {
         match v {
-            Value::Dict(id) => self.dicts.get(id.index()).map(Vec::as_slice),
+            Value::Dict(id) => self.entries.get(self.dicts.get(id.index())?.range()?),
             _ => None,
         }
     }

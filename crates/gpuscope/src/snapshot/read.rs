@@ -5,6 +5,15 @@
 //! `device_traces`, and in newer versions `allocator_settings` and
 //! `external_annotations`; trace entries with or without `time_us`), and the oldest one, a
 //! bare list of segments whose blocks keep their stack under `history`.
+//!
+//! Trace entries are most of a snapshot (a million of them in a long trace, each with its
+//! own list of ~40 frames), so they are folded into the model while the pickle is read
+//! ([`pickle::Fold`]): a list stored under `frames` becomes its interned stack as soon as
+//! it is complete, and a dict with an `action` appended to a list becomes a
+//! [`TraceEntry`]. Neither is kept as pickle values; a frame list the memo hands out again
+//! is the same stack without being read twice. The rest (segments, blocks, settings) is
+//! small and is read from the pickle's values afterwards, by the same code that reads a
+//! pickle nothing was folded from ([`from_pickle`]).
 
 use std::fs::File;
 use std::io::Read;
@@ -13,7 +22,7 @@ use std::path::Path;
 use crate::model::snapshot::{
     Action, Annotation, Block, BlockState, Segment, Snapshot, StackId, Stacks, TraceEntry, NO_STACK,
 };
-use crate::pickle::{self, Pickle, PickleError, StrId, Value};
+use crate::pickle::{self, Fold, Pickle, PickleError, StrId, Value};
 use crate::progress::Progress;
 use crate::{Error, Result};
 
@@ -32,11 +41,12 @@ pub fn read_snapshot_bytes(data: &[u8], name: &str) -> Result<Snapshot> {
 }
 
 fn decode<R: Read>(reader: R, path: &Path) -> Result<Snapshot> {
-    let pickle = pickle::read(reader).map_err(|e| match e {
+    let mut builder = Builder::default();
+    let pickle = pickle::read_folding(reader, &mut builder).map_err(|e| match e {
         PickleError::Io { source, .. } => Error::io(path, source),
         other => Error::bad_input(path, format!("not a readable snapshot pickle: {other}")),
     })?;
-    from_pickle(&pickle).map_err(|what| {
+    builder.build(&pickle).map_err(|what| {
         Error::bad_input(
             path,
             format!("not a CUDA allocator snapshot (torch.cuda.memory._dump_snapshot): {what}"),
@@ -44,105 +54,42 @@ fn decode<R: Read>(reader: R, path: &Path) -> Result<Snapshot> {
     })
 }
 
-/// Builds the model from a pickle's plain data; the error says what is missing.
+/// Builds the model from a pickle's plain data (read without folding); the error says
+/// what is missing.
 pub fn from_pickle(p: &Pickle) -> std::result::Result<Snapshot, String> {
-    let mut b = Builder {
-        p,
-        k: Keys::of(p),
-        stacks: Stacks::default(),
-        by_list: ById::default(),
-        by_frame: ById::default(),
-        frame_ids: Vec::new(),
-    };
-    let root = p.root();
-    let (segments, traces) = if let Some(segments) = p.as_seq(root) {
-        (segments, &[][..])
-    } else if p.as_dict(root).is_some() {
-        let segments = p
-            .get(root, "segments")
-            .and_then(|v| p.as_seq(v))
-            .ok_or("the top-level dict has no list of `segments`")?;
-        let traces = p
-            .get(root, "device_traces")
-            .and_then(|v| p.as_seq(v))
-            .unwrap_or(&[]);
-        (segments, traces)
-    } else {
-        return Err(format!(
-            "its top level is of type {}, not a dict or a list of segments",
-            root.type_name()
-        ));
-    };
-    let segments = segments
-        .iter()
-        .enumerate()
-        .map(|(k, &s)| b.segment(s).map_err(|e| format!("segment {k}: {e}")))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let device_traces = traces
-        .iter()
-        .enumerate()
-        .map(|(device, &t)| {
-            let entries = p
-                .as_seq(t)
-                .ok_or_else(|| format!("device_traces[{device}] is not a list"))?;
-            entries
-                .iter()
-                .enumerate()
-                .map(|(k, &e)| {
-                    b.entry(e)
-                        .map_err(|why| format!("device_traces[{device}][{k}]: {why}"))
-                })
-                .collect()
-        })
-        .collect::<std::result::Result<Vec<_>, String>>()?;
-    let annotations = p
-        .get(root, "external_annotations")
-        .and_then(|v| p.as_seq(v))
-        .unwrap_or(&[])
-        .iter()
-        .map(|&a| Annotation {
-            stage: b.text(a, b.k.stage),
-            name: b.text(a, b.k.name),
-            device: b.int(a, b.k.device).unwrap_or(0).max(0) as u32,
-            time_us: b.int(a, b.k.time_us),
-        })
-        .collect();
-    let allocator_settings = p
-        .get(root, "allocator_settings")
-        .and_then(|v| p.as_dict(v))
-        .unwrap_or(&[])
-        .iter()
-        .map(|&(k, v)| (b.plain(k, PLAIN_DEPTH), b.plain(v, PLAIN_DEPTH)))
-        .collect();
-    Ok(Snapshot {
-        segments,
-        device_traces,
-        stacks: b.stacks,
-        annotations,
-        allocator_settings,
-    })
+    Builder::default().build(p)
 }
 
 /// Levels of nesting shown of an allocator setting's value.
 const PLAIN_DEPTH: usize = 4;
 
-/// A key of torch's dicts: its id in the pickle's strings (`None` when no string of the
+/// A key of torch's dicts: its id in the pickle's strings (`None` while no string of the
 /// pickle spells it, so no dict has it) and its text, for errors.
 type Key = (Option<StrId>, &'static str);
 
-/// The keys the reader looks up, resolved to string ids once: a snapshot has hundreds of
+/// The keys the reader looks up, resolved to string ids: a snapshot has hundreds of
 /// thousands of dicts, and comparing ids is cheaper than hashing and comparing text.
+/// While the pickle is being read, keys not met yet are looked up again whenever it has
+/// new strings.
 macro_rules! keys {
     ($($name:ident),* $(,)?) => {
         struct Keys {
             $($name: Key,)*
         }
 
-        impl Keys {
-            fn of(p: &Pickle) -> Keys {
+        impl Default for Keys {
+            fn default() -> Keys {
                 Keys {
-                    $($name: (p.find_str(stringify!($name)), stringify!($name)),)*
+                    $($name: (None, stringify!($name)),)*
                 }
+            }
+        }
+
+        impl Keys {
+            fn resolve(&mut self, p: &Pickle) {
+                $(if self.$name.0.is_none() {
+                    self.$name.0 = p.find_str(stringify!($name));
+                })*
             }
         }
     };
@@ -175,11 +122,18 @@ keys!(
     total_size,
 );
 
-/// Walks the pickle, interning stacks; the lists and frames torch shares between entries
-/// (through the pickle's memo) are converted once.
-struct Builder<'p> {
-    p: &'p Pickle,
+/// Tokens of folded trace entries have this bit set (the index into
+/// [`Builder::entries`] below it); tokens without it are stacks.
+const ENTRY_TOKEN: u32 = 1 << 31;
+
+/// Builds the model: folds trace entries and stacks while the pickle is read, then walks
+/// what is left. The lists and frames torch shares between entries (through the pickle's
+/// memo) are converted once.
+#[derive(Default)]
+struct Builder {
     k: Keys,
+    /// How many strings the pickle had when [`Builder::k`] was last resolved.
+    strings_seen: usize,
     stacks: Stacks,
     /// The stack of each list of frames converted so far, by its sequence index.
     by_list: ById,
@@ -187,6 +141,62 @@ struct Builder<'p> {
     by_frame: ById,
     /// Reused for the frame ids of the stack being converted.
     frame_ids: Vec<u32>,
+    /// The trace entries folded while reading, in the order they were read.
+    entries: Vec<TraceEntry>,
+    /// Why folded entries could not be read, by index in `entries` (reported only if the
+    /// entry is in `device_traces`).
+    entry_errors: Vec<(usize, String)>,
+}
+
+impl Fold for Builder {
+    #[inline]
+    fn fold(&mut self, p: &Pickle, key: Option<Value>, value: Value) -> Option<u32> {
+        if let (None, Value::Dict(id)) = (key, value) {
+            // A frame dict, offered once per stack that holds it: known after the first.
+            if self.by_frame.get(id.index()).is_some() {
+                return None;
+            }
+        }
+        self.fold_new(p, key, value)
+    }
+}
+
+impl Builder {
+    /// [`Fold::fold`] of what is not known to be a frame.
+    #[inline(never)]
+    fn fold_new(&mut self, p: &Pickle, key: Option<Value>, value: Value) -> Option<u32> {
+        if p.str_count() != self.strings_seen {
+            self.k.resolve(p);
+            self.strings_seen = p.str_count();
+        }
+        match (key, value) {
+            (Some(Value::Str(key)), Value::List(_) | Value::Tuple(_))
+                if Some(key) == self.k.frames.0 =>
+            {
+                let stack = self.stack_of(p, value);
+                (stack < ENTRY_TOKEN).then_some(stack)
+            }
+            (None, Value::Dict(_)) if self.get(p, value, self.k.action).is_some() => {
+                let index = self.entries.len();
+                let token = u32::try_from(index).ok().filter(|&i| i < ENTRY_TOKEN)?;
+                let entry = self.entry(p, value).unwrap_or_else(|why| {
+                    self.entry_errors.push((index, why));
+                    TraceEntry {
+                        action: Action::Snapshot,
+                        addr: 0,
+                        size: 0,
+                        stream: 0,
+                        time_us: None,
+                        device_free: None,
+                        stack: NO_STACK,
+                    }
+                });
+                self.entries.push(entry);
+                Some(ENTRY_TOKEN | token)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A `u32` per arena index of the pickle, for the ids met so far: arena indices are dense
@@ -207,29 +217,155 @@ impl ById {
     }
 }
 
-impl Builder<'_> {
+impl Builder {
+    /// The model from the pickle's values and what was folded while reading it.
+    fn build(mut self, p: &Pickle) -> std::result::Result<Snapshot, String> {
+        self.k.resolve(p);
+        let root = p.root();
+        let (segments, traces) = if let Some(segments) = p.as_seq(root) {
+            (segments, &[][..])
+        } else if p.as_dict(root).is_some() {
+            let segments = p
+                .get(root, "segments")
+                .and_then(|v| p.as_seq(v))
+                .ok_or("the top-level dict has no list of `segments`")?;
+            let traces = p
+                .get(root, "device_traces")
+                .and_then(|v| p.as_seq(v))
+                .unwrap_or(&[]);
+            (segments, traces)
+        } else {
+            return Err(format!(
+                "its top level is of type {}, not a dict or a list of segments",
+                root.type_name()
+            ));
+        };
+        let segments = segments
+            .iter()
+            .enumerate()
+            .map(|(k, &s)| self.segment(p, s).map_err(|e| format!("segment {k}: {e}")))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let device_traces = self.device_traces(p, traces)?;
+        let annotations = p
+            .get(root, "external_annotations")
+            .and_then(|v| p.as_seq(v))
+            .unwrap_or(&[])
+            .iter()
+            .map(|&a| Annotation {
+                stage: self.text(p, a, self.k.stage),
+                name: self.text(p, a, self.k.name),
+                device: self.int(p, a, self.k.device).unwrap_or(0).max(0) as u32,
+                time_us: self.int(p, a, self.k.time_us),
+            })
+            .collect();
+        let allocator_settings = p
+            .get(root, "allocator_settings")
+            .and_then(|v| p.as_dict(v))
+            .unwrap_or(&[])
+            .iter()
+            .map(|&(k, v)| (self.plain(p, k, PLAIN_DEPTH), self.plain(p, v, PLAIN_DEPTH)))
+            .collect();
+        Ok(Snapshot {
+            segments,
+            device_traces,
+            stacks: self.stacks,
+            annotations,
+            allocator_settings,
+        })
+    }
+
+    /// The trace of each device. When the lists hold exactly the entries folded while
+    /// reading, in order (as torch writes them), the folded entries are split into the
+    /// devices' traces without copying the first; otherwise each item is converted.
+    fn device_traces(
+        &mut self,
+        p: &Pickle,
+        traces: &[Value],
+    ) -> std::result::Result<Vec<Vec<TraceEntry>>, String> {
+        let lists = traces
+            .iter()
+            .enumerate()
+            .map(|(device, &t)| {
+                p.as_seq(t)
+                    .ok_or_else(|| format!("device_traces[{device}] is not a list"))
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let mut next = 0;
+        let in_order = self.entry_errors.is_empty()
+            && lists.iter().flat_map(|l| l.iter()).all(|&e| {
+                let this = e == Value::Folded(ENTRY_TOKEN | next);
+                next += 1;
+                this
+            })
+            && next as usize == self.entries.len();
+        if in_order && !lists.is_empty() {
+            // The last devices' entries are split off the end; the first device keeps the
+            // vector (`split_off(0)` would copy it all).
+            let mut rest = std::mem::take(&mut self.entries);
+            let mut traces: Vec<Vec<TraceEntry>> = lists[1..]
+                .iter()
+                .rev()
+                .map(|l| rest.split_off(rest.len() - l.len()))
+                .collect();
+            traces.push(rest);
+            traces.reverse();
+            return Ok(traces);
+        }
+        lists
+            .iter()
+            .enumerate()
+            .map(|(device, entries)| {
+                entries
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &e)| {
+                        self.entry_or_folded(p, e)
+                            .map_err(|why| format!("device_traces[{device}][{k}]: {why}"))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The trace entry `e` is, or was folded into.
+    fn entry_or_folded(&mut self, p: &Pickle, e: Value) -> std::result::Result<TraceEntry, String> {
+        let Value::Folded(token) = e else {
+            return self.entry(p, e);
+        };
+        let index = (token & !ENTRY_TOKEN) as usize;
+        match self.entries.get(index) {
+            Some(&entry) if token & ENTRY_TOKEN != 0 => {
+                match self.entry_errors.iter().find(|(i, _)| *i == index) {
+                    Some((_, why)) => Err(why.clone()),
+                    None => Ok(entry),
+                }
+            }
+            _ => Err("a list of frames, not a dict".into()),
+        }
+    }
+
     /// `dict[key]`, comparing interned ids rather than text.
-    fn get(&self, dict: Value, key: Key) -> Option<Value> {
+    fn get(&self, p: &Pickle, dict: Value, key: Key) -> Option<Value> {
         let id = Value::Str(key.0?);
-        let items = self.p.as_dict(dict)?;
+        let items = p.as_dict(dict)?;
         items.iter().find(|(k, _)| *k == id).map(|&(_, v)| v)
     }
 
-    fn int(&self, dict: Value, key: Key) -> Option<i64> {
-        self.p.as_int(self.get(dict, key)?)
+    fn int(&self, p: &Pickle, dict: Value, key: Key) -> Option<i64> {
+        p.as_int(self.get(p, dict, key)?)
     }
 
-    fn size(&self, dict: Value, key: Key) -> std::result::Result<u64, String> {
+    fn size(&self, p: &Pickle, dict: Value, key: Key) -> std::result::Result<u64, String> {
         let name = key.1;
         let v = self
-            .int(dict, key)
+            .int(p, dict, key)
             .ok_or_else(|| format!("no integer `{name}`"))?;
         u64::try_from(v).map_err(|_| format!("negative `{name}` ({v})"))
     }
 
-    fn text(&self, dict: Value, key: Key) -> String {
-        self.get(dict, key)
-            .and_then(|v| self.p.as_str(v))
+    fn text(&self, p: &Pickle, dict: Value, key: Key) -> String {
+        self.get(p, dict, key)
+            .and_then(|v| p.as_str(v))
             .unwrap_or("")
             .to_owned()
     }
@@ -237,8 +373,7 @@ impl Builder<'_> {
     /// A plain value as short text (allocator settings are numbers, bools, strings and
     /// small dicts), `…` below `depth` levels: a pickle may hold a container that
     /// contains itself.
-    fn plain(&self, v: Value, depth: usize) -> String {
-        let p = self.p;
+    fn plain(&self, p: &Pickle, v: Value, depth: usize) -> String {
         match v {
             Value::None => "None".into(),
             Value::Bool(b) => if b { "True" } else { "False" }.into(),
@@ -246,13 +381,16 @@ impl Builder<'_> {
             Value::Float(f) => f.to_string(),
             Value::Str(_) => p.as_str(v).unwrap_or("").to_owned(),
             Value::Bytes(_) => format!("<{} bytes>", p.as_bytes(v).map_or(0, <[u8]>::len)),
-            Value::List(_) | Value::Tuple(_) | Value::Dict(_) if depth == 0 => "…".into(),
+            Value::List(_) | Value::Tuple(_) | Value::Dict(_) | Value::Folded(_) if depth == 0 => {
+                "…".into()
+            }
+            Value::Folded(_) => "…".into(),
             Value::List(_) | Value::Tuple(_) => {
                 let items: Vec<String> = p
                     .as_seq(v)
                     .unwrap_or(&[])
                     .iter()
-                    .map(|&x| self.plain(x, depth - 1))
+                    .map(|&x| self.plain(p, x, depth - 1))
                     .collect();
                 format!("[{}]", items.join(", "))
             }
@@ -262,7 +400,11 @@ impl Builder<'_> {
                     .unwrap_or(&[])
                     .iter()
                     .map(|&(k, x)| {
-                        format!("{}: {}", self.plain(k, depth - 1), self.plain(x, depth - 1))
+                        format!(
+                            "{}: {}",
+                            self.plain(p, k, depth - 1),
+                            self.plain(p, x, depth - 1)
+                        )
                     })
                     .collect();
                 format!("{{{}}}", items.join(", "))
@@ -270,37 +412,50 @@ impl Builder<'_> {
         }
     }
 
-    /// The stack under `frames` (a list of `{name, filename, line}` dicts).
-    fn stack(&mut self, frames: Option<Value>) -> StackId {
-        let Some(list @ (Value::List(id) | Value::Tuple(id))) = frames else {
-            return NO_STACK;
-        };
-        if let Some(stack) = self.by_list.get(id.index()) {
-            return stack;
+    /// The stack under `frames` (a list of `{name, filename, line}` dicts, or the stack
+    /// it was folded into).
+    fn stack(&mut self, p: &Pickle, frames: Option<Value>) -> StackId {
+        match frames {
+            Some(Value::Folded(token)) if token < ENTRY_TOKEN => token,
+            Some(list @ (Value::List(id) | Value::Tuple(id))) => {
+                if let Some(stack) = self.by_list.get(id.index()) {
+                    return stack;
+                }
+                let stack = self.stack_of(p, list);
+                self.by_list.set(id.index(), stack);
+                stack
+            }
+            _ => NO_STACK,
         }
+    }
+
+    /// The stack of a list of frames.
+    fn stack_of(&mut self, p: &Pickle, list: Value) -> StackId {
         let mut ids = std::mem::take(&mut self.frame_ids);
         ids.clear();
-        for &f in self.p.as_seq(list).unwrap_or(&[]) {
-            ids.push(self.frame(f));
+        for &f in p.as_seq(list).unwrap_or(&[]) {
+            ids.push(self.frame(p, f));
         }
         let stack = self.stacks.stack(&ids);
         self.frame_ids = ids;
-        self.by_list.set(id.index(), stack);
         stack
     }
 
     /// The id of a `{name, filename, line}` frame; torch's pickles share each distinct
     /// frame dict among all the stacks that hold it.
-    fn frame(&mut self, f: Value) -> u32 {
+    fn frame(&mut self, p: &Pickle, f: Value) -> u32 {
         if let Value::Dict(id) = f {
             if let Some(frame) = self.by_frame.get(id.index()) {
                 return frame;
             }
         }
-        let p = self.p;
-        let text = |key| self.get(f, key).and_then(|v| p.as_str(v)).unwrap_or("??");
+        let text = |key| {
+            self.get(p, f, key)
+                .and_then(|v| p.as_str(v))
+                .unwrap_or("??")
+        };
         let (name, file) = (text(self.k.name), text(self.k.filename));
-        let line = self.int(f, self.k.line).unwrap_or(0);
+        let line = self.int(p, f, self.k.line).unwrap_or(0);
         let frame = self.stacks.frame(name, file, line);
         if let Value::Dict(id) = f {
             self.by_frame.set(id.index(), frame);
@@ -308,21 +463,20 @@ impl Builder<'_> {
         frame
     }
 
-    fn segment(&mut self, s: Value) -> std::result::Result<Segment, String> {
-        let p = self.p;
+    fn segment(&mut self, p: &Pickle, s: Value) -> std::result::Result<Segment, String> {
         if p.as_dict(s).is_none() {
             return Err(format!("of type {}, not a dict", s.type_name()));
         }
         let blocks = self
-            .get(s, self.k.blocks)
+            .get(p, s, self.k.blocks)
             .and_then(|v| p.as_seq(v))
             .ok_or("no list of `blocks`")?
             .iter()
             .enumerate()
-            .map(|(k, &b)| self.block(b).map_err(|e| format!("block {k}: {e}")))
+            .map(|(k, &b)| self.block(p, b).map_err(|e| format!("block {k}: {e}")))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let pool = self
-            .get(s, self.k.segment_pool_id)
+            .get(p, s, self.k.segment_pool_id)
             .and_then(|v| p.as_seq(v))
             .map_or((0, 0), |ids| {
                 let id = |k: usize| ids.get(k).and_then(|&v| p.as_int(v)).unwrap_or(0);
@@ -335,52 +489,54 @@ impl Builder<'_> {
         };
         // Segments of the oldest layout lack the sums: they follow from the blocks.
         let or_blocks = |key: Key, from_blocks: u64| {
-            self.int(s, key)
+            self.int(p, s, key)
                 .and_then(|v| u64::try_from(v).ok())
                 .unwrap_or(from_blocks)
         };
         Ok(Segment {
-            device: self.int(s, self.k.device).unwrap_or(0).max(0) as u32,
-            address: self.int(s, self.k.address).unwrap_or(0) as u64,
-            total_size: self.size(s, self.k.total_size)?,
+            device: self.int(p, s, self.k.device).unwrap_or(0).max(0) as u32,
+            address: self.int(p, s, self.k.address).unwrap_or(0) as u64,
+            total_size: self.size(p, s, self.k.total_size)?,
             allocated_size: or_blocks(self.k.allocated_size, sum(&allocated, |b| b.size)),
             active_size: or_blocks(self.k.active_size, sum(&active, |b| b.size)),
             requested_size: or_blocks(self.k.requested_size, sum(&allocated, |b| b.requested_size)),
-            stream: self.int(s, self.k.stream).unwrap_or(0),
-            segment_type: match self.text(s, self.k.segment_type) {
+            stream: self.int(p, s, self.k.stream).unwrap_or(0),
+            segment_type: match self.text(p, s, self.k.segment_type) {
                 t if t.is_empty() => "large".to_owned(),
                 t => t,
             },
             pool,
             expandable: self
-                .get(s, self.k.is_expandable)
+                .get(p, s, self.k.is_expandable)
                 .and_then(|v| p.as_bool(v))
                 .unwrap_or(false),
-            stack: self.stack(self.get(s, self.k.frames)),
+            stack: self.stack(p, self.get(p, s, self.k.frames)),
             blocks,
         })
     }
 
-    fn block(&mut self, b: Value) -> std::result::Result<Block, String> {
-        let p = self.p;
+    fn block(&mut self, p: &Pickle, b: Value) -> std::result::Result<Block, String> {
         if p.as_dict(b).is_none() {
             return Err(format!("of type {}, not a dict", b.type_name()));
         }
-        let size = self.size(b, self.k.size)?;
+        let size = self.size(p, b, self.k.size)?;
         let state = BlockState::parse(
-            self.get(b, self.k.state)
+            self.get(p, b, self.k.state)
                 .and_then(|v| p.as_str(v))
                 .ok_or("no `state`")?,
         );
         // The oldest layout keeps the stack and requested size in `history[0]`.
         let first = self
-            .get(b, self.k.history)
+            .get(p, b, self.k.history)
             .and_then(|v| p.as_seq(v))
             .and_then(|h| h.first().copied());
-        let (frames, requested) = match (self.get(b, self.k.frames), first) {
-            (Some(frames), _) => (Some(frames), self.int(b, self.k.requested_size)),
-            (None, Some(h)) => (self.get(h, self.k.frames), self.int(h, self.k.real_size)),
-            (None, None) => (None, self.int(b, self.k.requested_size)),
+        let (frames, requested) = match (self.get(p, b, self.k.frames), first) {
+            (Some(frames), _) => (Some(frames), self.int(p, b, self.k.requested_size)),
+            (None, Some(h)) => (
+                self.get(p, h, self.k.frames),
+                self.int(p, h, self.k.real_size),
+            ),
+            (None, None) => (None, self.int(p, b, self.k.requested_size)),
         };
         let requested_size = match requested {
             Some(r) => u64::try_from(r).map_err(|_| format!("negative requested size ({r})"))?,
@@ -388,28 +544,27 @@ impl Builder<'_> {
             None => 0,
         };
         Ok(Block {
-            address: self.int(b, self.k.address).unwrap_or(0) as u64,
+            address: self.int(p, b, self.k.address).unwrap_or(0) as u64,
             size,
             requested_size,
             state,
-            stack: self.stack(frames),
+            stack: self.stack(p, frames),
         })
     }
 
-    fn entry(&mut self, e: Value) -> std::result::Result<TraceEntry, String> {
-        let p = self.p;
+    fn entry(&mut self, p: &Pickle, e: Value) -> std::result::Result<TraceEntry, String> {
         if p.as_dict(e).is_none() {
             return Err(format!("of type {}, not a dict", e.type_name()));
         }
         let action = self
-            .get(e, self.k.action)
+            .get(p, e, self.k.action)
             .and_then(|v| p.as_str(v))
             .ok_or("no `action`")?;
         let action = Action::parse(action, &mut self.stacks.names);
         Ok(TraceEntry {
             action,
-            addr: self.int(e, self.k.addr).unwrap_or(0) as u64,
-            size: self.size(e, self.k.size).or_else(|why| {
+            addr: self.int(p, e, self.k.addr).unwrap_or(0) as u64,
+            size: self.size(p, e, self.k.size).or_else(|why| {
                 // `snapshot` entries carry no size in some versions.
                 if action == Action::Snapshot {
                     Ok(0)
@@ -417,12 +572,12 @@ impl Builder<'_> {
                     Err(why)
                 }
             })?,
-            stream: self.int(e, self.k.stream).unwrap_or(0),
-            time_us: self.int(e, self.k.time_us),
+            stream: self.int(p, e, self.k.stream).unwrap_or(0),
+            time_us: self.int(p, e, self.k.time_us),
             device_free: self
-                .int(e, self.k.device_free)
+                .int(p, e, self.k.device_free)
                 .and_then(|v| u64::try_from(v).ok()),
-            stack: self.stack(self.get(e, self.k.frames)),
+            stack: self.stack(p, self.get(p, e, self.k.frames)),
         })
     }
 }
