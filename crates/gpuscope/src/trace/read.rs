@@ -199,34 +199,57 @@ fn parse_batch(
     trace: &mut Trace,
     seen: &mut Seen,
 ) -> std::result::Result<(), String> {
-    // Checking the batch's UTF-8 once lets serde_json parse text, skipping the check of
-    // every key and string it would make on bytes (a tenth of the parse).
-    let text = std::str::from_utf8(batch).ok();
-    let parsed: Vec<Option<serde_json::Result<RawEvent>>> = (0..ends.len())
+    let parsed: Vec<Parsed> = (0..ends.len())
         .into_par_iter()
-        .map(|k| {
-            let event = if k == 0 { 0 } else { ends[k - 1] }..ends[k];
-            // Flow events, a third of a trace or more, are passed over unparsed: nothing
-            // in them is used, and the splitter has seen that they are whole.
-            if Phase::leading(&batch[event.clone()]) == Some(Phase::Ignored) {
-                return None;
-            }
-            Some(match text {
-                // Events end at a `}` or other ASCII byte, so each is whole characters.
-                Some(text) => serde_json::from_str(&text[event]),
-                None => serde_json::from_slice(&batch[event]),
-            })
-        })
+        .map(|k| parse_event(&batch[if k == 0 { 0 } else { ends[k - 1] }..ends[k]]))
         .collect();
-    for event in parsed.into_iter().flatten() {
+    for event in parsed {
         match event {
-            Ok(raw) => add(trace, seen, raw),
-            // The splitter has checked the JSON's structure: this is an element of the
-            // wrong shape (a number, a phase that is not a string), one bad event.
-            Err(_) => seen.drop("malformed event"),
+            Parsed::Skipped => {}
+            Parsed::Dropped(why) => seen.drop(why),
+            Parsed::Usable(usable) => push(trace, seen, usable),
         }
     }
     Ok(())
+}
+
+/// What one element of `traceEvents` comes to, worked out on the parsing threads so that
+/// only interning its strings and pushing it are left to the thread that owns the model.
+enum Parsed<'a> {
+    /// Nothing in it is used (flows, metadata, instants other than memory).
+    Skipped,
+    /// Left out, and why.
+    Dropped(&'static str),
+    Usable(Usable<'a>),
+}
+
+/// An event to keep, with its strings not yet interned.
+struct Usable<'a> {
+    /// The event, its `name` and `shapes` still unset.
+    event: Event,
+    name: Cow<'a, str>,
+    shapes: Option<&'a RawValue>,
+    counter_range: bool,
+}
+
+fn parse_event(bytes: &[u8]) -> Parsed<'_> {
+    // Flow events, a third of a trace or more, are passed over unparsed: nothing in them
+    // is used, and the splitter has seen that they are whole.
+    if Phase::leading(bytes) == Some(Phase::Ignored) {
+        return Parsed::Skipped;
+    }
+    // Parsing text rather than bytes spares serde_json a UTF-8 check of every key and
+    // string (a tenth of the parse); the one check here is faster.
+    let raw = match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(bytes),
+    };
+    match raw {
+        Ok(raw) => usable(raw),
+        // The splitter has checked the JSON's structure: this is an element of the wrong
+        // shape (a number, a phase that is not a string), one bad event.
+        Err(_) => Parsed::Dropped("malformed event"),
+    }
 }
 
 /// `rank3`, `rank-3`, `rank_3` in the file name → 3.
@@ -464,58 +487,63 @@ fn compact_json(json: &str, out: &mut String) {
     }
 }
 
-fn add(trace: &mut Trace, seen: &mut Seen, raw: RawEvent<'_>) {
+fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
+    let category = raw.cat.as_deref().unwrap_or("");
     let kind = match raw.ph {
-        Phase::Complete => {
-            let category = raw.cat.as_deref().unwrap_or("");
-            if category == "cuda_profiler_range" {
-                trace.counter_ranges += 1;
-            }
-            Kind::of_category(category)
-        }
+        Phase::Complete => Kind::of_category(category),
         Phase::Instant if raw.name.as_deref() == Some("[memory]") => Kind::Memory,
-        Phase::Instant | Phase::Ignored => return,
-        Phase::Missing => return seen.drop("no phase (ph)"),
-        Phase::Unknown => return seen.drop("unknown phase"),
+        Phase::Instant | Phase::Ignored => return Parsed::Skipped,
+        Phase::Missing => return Parsed::Dropped("no phase (ph)"),
+        Phase::Unknown => return Parsed::Dropped("unknown phase"),
     };
     let Some(ts) = raw.ts.and_then(|t| t.0) else {
-        return seen.drop("no timestamp (ts)");
+        return Parsed::Dropped("no timestamp (ts)");
     };
     if ts.abs() > MAX_US {
-        return seen.drop("timestamp (ts) out of range");
+        return Parsed::Dropped("timestamp (ts) out of range");
     }
     if raw.dur.and_then(|d| d.0).is_some_and(|d| d > MAX_US) {
-        return seen.drop("duration (dur) out of range");
+        return Parsed::Dropped("duration (dur) out of range");
     }
     let dur = match (kind, raw.dur.and_then(|d| d.0)) {
         (Kind::Memory, _) => 0.0,
-        (_, Some(d)) if d < 0.0 => return seen.drop("negative duration"),
+        (_, Some(d)) if d < 0.0 => return Parsed::Dropped("negative duration"),
         (_, Some(d)) => d,
-        (_, None) => return seen.drop("no duration (dur)"),
+        (_, None) => return Parsed::Dropped("no duration (dur)"),
     };
     let args = raw.args.unwrap_or_default();
-    let name = trace.names.intern(raw.name.as_deref().unwrap_or(""));
-    let shapes = match args.input_dims.map(RawValue::get) {
-        Some(dims) if dims.starts_with('[') => {
+    Parsed::Usable(Usable {
+        event: Event {
+            kind,
+            name: 0,
+            ts: ns(ts),
+            dur: ns(dur),
+            pid: Number::int(raw.pid),
+            tid: Number::int(raw.tid),
+            stream: Number::int(args.stream),
+            correlation: Number::int(args.correlation),
+            external_id: Number::int(args.external_id),
+            bytes: Number::int(args.bytes),
+            device: Number::int(args.device),
+            shapes: NO_SHAPES,
+        },
+        name: raw.name.unwrap_or_default(),
+        shapes: args.input_dims,
+        counter_range: raw.ph == Phase::Complete && category == "cuda_profiler_range",
+    })
+}
+
+fn push(trace: &mut Trace, seen: &mut Seen, usable: Usable<'_>) {
+    let mut event = usable.event;
+    event.name = trace.names.intern(&usable.name);
+    if let Some(dims) = usable.shapes.map(RawValue::get) {
+        if dims.starts_with('[') {
             compact_json(dims, &mut seen.scratch);
-            trace.names.intern(&seen.scratch)
+            event.shapes = trace.names.intern(&seen.scratch);
         }
-        _ => NO_SHAPES,
-    };
-    trace.events.push(Event {
-        kind,
-        name,
-        ts: ns(ts),
-        dur: ns(dur),
-        pid: Number::int(raw.pid),
-        tid: Number::int(raw.tid),
-        stream: Number::int(args.stream),
-        correlation: Number::int(args.correlation),
-        external_id: Number::int(args.external_id),
-        bytes: Number::int(args.bytes),
-        device: Number::int(args.device),
-        shapes,
-    });
+    }
+    trace.counter_ranges += u64::from(usable.counter_range);
+    trace.events.push(event);
 }
 
 #[cfg(test)]
