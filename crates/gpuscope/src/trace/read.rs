@@ -151,19 +151,17 @@ fn read_events<R: Read>(
     let (full, to_parse) = mpsc::sync_channel::<Batch>(1);
     let (empty, to_fill) = mpsc::channel::<Batch>();
     std::thread::scope(|scope| {
+        // A bad event is counted, never an error: only the splitting can fail.
         let parser = scope.spawn(move || {
             for (batch, ends) in to_parse {
-                parse_batch(&batch, &ends, trace, seen)?;
+                parse_batch(&batch, &ends, trace, seen);
                 let _ = empty.send((batch, ends));
             }
-            Ok(())
         });
         let split = split_events(s, &full, &to_fill);
         drop(full);
-        let parsed = parser.join().expect("the trace parser does not panic");
-        // A parse error stops the splitting early; report it rather than the
-        // splitter's "nobody listens".
-        parsed.and(split)
+        parser.join().expect("the trace parser does not panic");
+        split
     })
 }
 
@@ -181,7 +179,7 @@ fn split_events<R: Read>(
         let more = s.next_or_close(b']').map_err(text)?;
         if batch.len() >= BATCH_BYTES || !more {
             if full.send((batch, ends)).is_err() {
-                return Ok(()); // the parser stopped on an error of its own
+                return Ok(()); // the parser has stopped: its panic is reported on join
             }
             (batch, ends) = to_fill.try_recv().unwrap_or_else(|_| fresh());
             batch.clear();
@@ -193,12 +191,7 @@ fn split_events<R: Read>(
     }
 }
 
-fn parse_batch(
-    batch: &[u8],
-    ends: &[usize],
-    trace: &mut Trace,
-    seen: &mut Seen,
-) -> std::result::Result<(), String> {
+fn parse_batch(batch: &[u8], ends: &[usize], trace: &mut Trace, seen: &mut Seen) {
     let parsed: Vec<Parsed> = (0..ends.len())
         .into_par_iter()
         .map(|k| parse_event(&batch[if k == 0 { 0 } else { ends[k - 1] }..ends[k]]))
@@ -210,7 +203,6 @@ fn parse_batch(
             Parsed::Usable(usable) => push(trace, seen, usable),
         }
     }
-    Ok(())
 }
 
 /// What one element of `traceEvents` comes to, worked out on the parsing threads so that
