@@ -291,9 +291,9 @@ struct RawEvent<'a> {
     #[serde(default)]
     ph: Phase,
     #[serde(default, borrow)]
-    cat: Option<Cow<'a, str>>,
+    cat: Option<Text<'a>>,
     #[serde(default, borrow)]
-    name: Option<Cow<'a, str>>,
+    name: Option<Text<'a>>,
     #[serde(default)]
     ts: Option<Number>,
     #[serde(default)]
@@ -322,6 +322,33 @@ struct RawArgs<'a> {
     /// than the rest of the event.
     #[serde(default, borrow, rename = "Input Dims")]
     input_dims: Option<&'a RawValue>,
+}
+
+/// A string borrowed from the batch unless it has escapes. (serde's own `Cow<str>` in an
+/// `Option` always copies: `#[serde(borrow)]` reaches only a bare `Cow`. That was two
+/// allocations per event, freed on another thread.)
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Text<'a>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(
+                self,
+                v: &'de str,
+            ) -> std::result::Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
 /// The event phase: one of Chrome's trace-event letters.
@@ -461,29 +488,33 @@ fn compact_json(json: &str, out: &mut String) {
     out.clear();
     let mut in_string = false;
     let mut escaped = false;
-    for c in json.chars() {
+    // Runs between whitespace bytes are copied whole: whitespace is ASCII, so every cut
+    // is at a character boundary.
+    let mut run = 0;
+    for (at, byte) in json.bytes().enumerate() {
         if in_string {
             if escaped {
                 escaped = false;
-            } else if c == '\\' {
+            } else if byte == b'\\' {
                 escaped = true;
-            } else if c == '"' {
+            } else if byte == b'"' {
                 in_string = false;
             }
-        } else if c == '"' {
+        } else if byte == b'"' {
             in_string = true;
-        } else if c.is_ascii_whitespace() {
-            continue;
+        } else if byte.is_ascii_whitespace() {
+            out.push_str(&json[run..at]);
+            run = at + 1;
         }
-        out.push(c);
     }
+    out.push_str(&json[run..]);
 }
 
 fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
-    let category = raw.cat.as_deref().unwrap_or("");
+    let category = raw.cat.as_ref().map_or("", |c| &c.0);
     let kind = match raw.ph {
         Phase::Complete => Kind::of_category(category),
-        Phase::Instant if raw.name.as_deref() == Some("[memory]") => Kind::Memory,
+        Phase::Instant if raw.name.as_ref().is_some_and(|n| n.0 == "[memory]") => Kind::Memory,
         Phase::Instant | Phase::Ignored => return Parsed::Skipped,
         Phase::Missing => return Parsed::Dropped("no phase (ph)"),
         Phase::Unknown => return Parsed::Dropped("unknown phase"),
@@ -519,7 +550,7 @@ fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
             device: Number::int(args.device),
             shapes: NO_SHAPES,
         },
-        name: raw.name.unwrap_or_default(),
+        name: raw.name.map(|n| n.0).unwrap_or_default(),
         shapes: args.input_dims,
         counter_range: raw.ph == Phase::Complete && category == "cuda_profiler_range",
     })
@@ -560,6 +591,19 @@ mod tests {
         assert!(Phase::leading(br#"{"ts": 1, "ph": "f"}"#).is_none());
         assert!(Phase::leading(br#"{"ph": 1}"#).is_none());
         assert!(Phase::leading(br#"{"ph": "f"#).is_none());
+    }
+
+    #[test]
+    fn names_are_borrowed_unless_escaped() {
+        let name = |event: &'static [u8]| match parse_event(event) {
+            Parsed::Usable(u) => u.name,
+            _ => panic!("not usable"),
+        };
+        let plain = name(br#"{"ph": "X", "cat": "kernel", "name": "k<1>", "ts": 1, "dur": 2}"#);
+        assert!(matches!(plain, Cow::Borrowed("k<1>")));
+        let escaped =
+            name(br#"{"ph": "X", "cat": "cpu_op", "name": "a\"b\u00e9", "ts": 1, "dur": 2}"#);
+        assert_eq!(escaped, "a\"b\u{e9}");
     }
 
     #[test]

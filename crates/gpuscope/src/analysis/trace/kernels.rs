@@ -32,10 +32,9 @@ pub struct TypeTime {
 /// The breakdown by kernel type, largest first. Synchronisation (`OTHER`) is left out, as
 /// in HTA.
 pub fn type_breakdown(trace: &Trace, scope: &Scope) -> Vec<TypeTime> {
-    let e = &trace.events;
     let mut layers: Vec<Vec<(i64, i64)>> = vec![Vec::new(); TYPES.len()];
     for &i in &scope.gpu {
-        let t = KernelType::of(trace.names.get(e.name[i]));
+        let t = scope.kernel_type(trace, i);
         if let Some(layer) = TYPES.iter().position(|x| *x == t) {
             layers[layer].push(scope.interval(trace, i));
         }

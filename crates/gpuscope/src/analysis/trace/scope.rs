@@ -12,6 +12,7 @@
 
 use rustc_hash::FxHashSet;
 
+use super::kernel_type::KernelType;
 use crate::model::trace::{Trace, NONE};
 
 /// How event times are taken.
@@ -36,6 +37,10 @@ pub struct Scope {
     pub cut: Option<(u32, i64)>,
     /// Round times to whole microseconds, as HTA does.
     round: bool,
+    /// The kernel type of each name of GPU work, by name id: the names are few and the
+    /// events many, and telling the type takes substring searches through names hundreds
+    /// of bytes long.
+    types: Vec<Option<KernelType>>,
 }
 
 impl Scope {
@@ -49,6 +54,16 @@ impl Scope {
         let ts_us = start.div_euclid(1000) as f64 + start.rem_euclid(1000) as f64 / 1000.0;
         let end_us = ts_us + dur as f64 / 1000.0;
         (ts_us.ceil() as i64 * 1000, end_us.floor() as i64 * 1000)
+    }
+
+    /// The kernel type of GPU event `i`.
+    pub fn kernel_type(&self, trace: &Trace, i: usize) -> KernelType {
+        let name = trace.events.name[i];
+        self.types
+            .get(name as usize)
+            .copied()
+            .flatten()
+            .unwrap_or_else(|| KernelType::of(trace.names.get(name)))
     }
 
     /// Duration of event `i`, ns, on this scope's clock.
@@ -69,6 +84,26 @@ pub fn on_gpu(trace: &Trace, i: usize) -> bool {
 pub fn scope(trace: &Trace, clock: Clock) -> Scope {
     let e = &trace.events;
     let round = clock == Clock::HtaRounded && e.ts.iter().any(|ts| ts % 1000 != 0);
+    let (gpu, cpu, cut) = events_in_scope(trace);
+    let mut types = vec![None; trace.names.len()];
+    for &i in &gpu {
+        let name = e.name[i];
+        types[name as usize].get_or_insert_with(|| KernelType::of(trace.names.get(name)));
+    }
+    Scope {
+        gpu,
+        cpu,
+        cut,
+        round,
+        types,
+    }
+}
+
+/// The GPU and CPU events in scope, and the profiler step left out.
+type InScope = (Vec<usize>, Vec<usize>, Option<(u32, i64)>);
+
+fn events_in_scope(trace: &Trace) -> InScope {
+    let e = &trace.events;
     let (gpu, cpu): (Vec<usize>, Vec<usize>) = (0..e.len()).partition(|&i| on_gpu(trace, i));
     let steps: FxHashSet<u32> = (0..trace.names.len() as u32)
         .filter(|&id| trace.names.get(id).contains("ProfilerStep"))
@@ -80,12 +115,7 @@ pub fn scope(trace: &Trace, clock: Clock) -> Scope {
         .filter(|n| steps.contains(n))
         .collect();
     if step_names_used.len() < 2 {
-        return Scope {
-            gpu,
-            cpu,
-            cut: None,
-            round,
-        };
+        return (gpu, cpu, None);
     }
     let Some((last_start, last_name)) = cpu
         .iter()
@@ -93,12 +123,7 @@ pub fn scope(trace: &Trace, clock: Clock) -> Scope {
         .map(|&i| (e.ts[i], e.name[i]))
         .max()
     else {
-        return Scope {
-            gpu,
-            cpu,
-            cut: None,
-            round,
-        };
+        return (gpu, cpu, None);
     };
     let cpu: Vec<usize> = cpu.into_iter().filter(|&i| e.ts[i] < last_start).collect();
     let launched: FxHashSet<i64> = cpu
@@ -110,10 +135,5 @@ pub fn scope(trace: &Trace, clock: Clock) -> Scope {
         .into_iter()
         .filter(|&i| launched.contains(&e.correlation[i]))
         .collect();
-    Scope {
-        gpu,
-        cpu,
-        cut: Some((last_name, last_start)),
-        round,
-    }
+    (gpu, cpu, Some((last_name, last_start)))
 }

@@ -159,18 +159,19 @@ const DATALOADER: usize = 5;
 fn classes(trace: &Trace) -> Vec<Vec<Interval>> {
     let e = &trace.events;
     let mut classes: Vec<Vec<Interval>> = vec![Vec::new(); CATEGORIES.len() - 1];
+    // What each name says, worked out once per name: the events are many, the names few.
+    let mut said: Vec<Option<Said>> = vec![None; trace.names.len()];
     for i in 0..e.len() {
-        let name = trace.names.get(e.name[i]);
+        let name = e.name[i];
+        let said = *said[name as usize].get_or_insert_with(|| Said::of(trace.names.get(name)));
         let class = match e.kind[i] {
-            Kind::Kernel if KernelType::of(name) == KernelType::Communication => 3,
+            Kind::Kernel if said.communication => 3,
             Kind::Kernel => 0,
             Kind::Memcpy => 1,
             Kind::Memset => 2,
             Kind::Runtime | Kind::Driver => 4,
-            _ if name.starts_with("ProfilerStep#") => continue,
-            Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction
-                if name.contains("DataLoader") =>
-            {
+            _ if said.step => continue,
+            Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction if said.dataloader => {
                 DATALOADER
             }
             Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction => 6,
@@ -181,15 +182,37 @@ fn classes(trace: &Trace) -> Vec<Vec<Interval>> {
     classes.into_iter().map(merge).collect()
 }
 
+/// What an event's name tells the step overview.
+#[derive(Clone, Copy)]
+struct Said {
+    /// A profiler step (`ProfilerStep#N`).
+    step: bool,
+    /// Data loading (a name with `DataLoader` in it).
+    dataloader: bool,
+    /// Communication, when it names a kernel.
+    communication: bool,
+}
+
+impl Said {
+    fn of(name: &str) -> Said {
+        Said {
+            step: name.starts_with("ProfilerStep#"),
+            dataloader: name.contains("DataLoader"),
+            communication: KernelType::of(name) == KernelType::Communication,
+        }
+    }
+}
+
+/// The parts of the disjoint, ordered `intervals` between `start` and `end`.
 fn clip(intervals: &[Interval], start: i64, end: i64) -> Vec<Interval> {
-    intervals
+    let first = intervals.partition_point(|&(_, e)| e <= start);
+    intervals[first..]
         .iter()
-        .filter(|(s, e)| *e > start && *s < end)
+        .take_while(|&&(s, _)| s < end)
         .map(|&(s, e)| (s.max(start), e.min(end)))
         .collect()
 }
 
-/// A verdict's kind, the figure it reads, its threshold and its advice for the figure.
 type Threshold = (&'static str, f64, f64, fn(f64) -> String);
 
 /// The verdicts on the mean step; those about the GPU only when there is one.

@@ -30,12 +30,11 @@ pub struct Temporal {
 
 /// The busy intervals of the GPU events in `scope`, all or of one type.
 pub fn busy(trace: &Trace, scope: &Scope, only: Option<KernelType>) -> Vec<Interval> {
-    let e = &trace.events;
     merge(
         scope
             .gpu
             .iter()
-            .filter(|&&i| only.is_none_or(|t| KernelType::of(trace.names.get(e.name[i])) == t))
+            .filter(|&&i| only.is_none_or(|t| scope.kernel_type(trace, i) == t))
             .map(|&i| scope.interval(trace, i))
             .collect(),
     )
