@@ -133,8 +133,22 @@ fn read_document<R: Read>(
 /// A batch of raw events: their bytes back to back, and where each ends.
 type Batch = (Vec<u8>, Vec<usize>);
 
-/// The `traceEvents` array, split into batches on this thread while another parses the
-/// previous batch on every core.
+/// What the events of a batch came to, in order.
+type ParsedEvents<'a> = Vec<Parsed<'a>>;
+
+self_cell::self_cell!(
+    /// A batch with its events parsed, borrowing names from it, on its way from the
+    /// parsing threads to the thread that pushes them into the model.
+    struct ParsedBatch {
+        owner: Batch,
+        #[covariant]
+        dependent: ParsedEvents,
+    }
+);
+
+/// The `traceEvents` array: split into batches on this thread, each parsed on every core,
+/// its events then pushed into the model on a thread of their own, so that one batch is
+/// pushed while the next is parsed and the one after split.
 fn read_events<R: Read>(
     s: &mut Splitter<R>,
     trace: &mut Trace,
@@ -149,18 +163,38 @@ fn read_events<R: Read>(
         return s.expect(b']').map_err(text);
     }
     let (full, to_parse) = mpsc::sync_channel::<Batch>(1);
+    let (parsed, to_push) = mpsc::sync_channel::<ParsedBatch>(1);
     let (empty, to_fill) = mpsc::channel::<Batch>();
     std::thread::scope(|scope| {
         // A bad event is counted, never an error: only the splitting can fail.
         let parser = scope.spawn(move || {
-            for (batch, ends) in to_parse {
-                parse_batch(&batch, &ends, trace, seen);
-                let _ = empty.send((batch, ends));
+            for batch in to_parse {
+                let batch = ParsedBatch::new(batch, |(bytes, ends)| parse_batch(bytes, ends));
+                if parsed.send(batch).is_err() {
+                    return;
+                }
+            }
+        });
+        let pusher = scope.spawn(move || {
+            for batch in to_push {
+                batch.with_dependent(|_, events| {
+                    for event in events {
+                        match event {
+                            Parsed::Skipped => {}
+                            Parsed::Dropped(why) => seen.drop(why),
+                            Parsed::Usable(usable) => push(trace, seen, usable),
+                        }
+                    }
+                });
+                let _ = empty.send(batch.into_owner());
             }
         });
         let split = split_events(s, &full, &to_fill);
         drop(full);
         parser.join().expect("the trace parser does not panic");
+        pusher
+            .join()
+            .expect("the trace model's writer does not panic");
         split
     })
 }
@@ -191,18 +225,11 @@ fn split_events<R: Read>(
     }
 }
 
-fn parse_batch(batch: &[u8], ends: &[usize], trace: &mut Trace, seen: &mut Seen) {
-    let parsed: Vec<Parsed> = (0..ends.len())
+fn parse_batch<'a>(batch: &'a [u8], ends: &[usize]) -> ParsedEvents<'a> {
+    (0..ends.len())
         .into_par_iter()
         .map(|k| parse_event(&batch[if k == 0 { 0 } else { ends[k - 1] }..ends[k]]))
-        .collect();
-    for event in parsed {
-        match event {
-            Parsed::Skipped => {}
-            Parsed::Dropped(why) => seen.drop(why),
-            Parsed::Usable(usable) => push(trace, seen, usable),
-        }
-    }
+        .collect()
 }
 
 /// What one element of `traceEvents` comes to, worked out on the parsing threads so that
@@ -556,7 +583,7 @@ fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
     })
 }
 
-fn push(trace: &mut Trace, seen: &mut Seen, usable: Usable<'_>) {
+fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>) {
     let mut event = usable.event;
     event.name = trace.names.intern(&usable.name);
     if let Some(dims) = usable.shapes.map(RawValue::get) {
