@@ -22,9 +22,10 @@ use crate::model::trace::{Event, Kind, Trace, NONE, NO_SHAPES};
 use crate::progress::Progress;
 use crate::{Error, Result};
 
-/// Events parsed per batch, in bytes of JSON: enough to share among cores; two batches
-/// are in memory at once, so larger ones only cost memory.
-const BATCH_BYTES: usize = 1 << 20;
+/// Events parsed per batch, in bytes of JSON: enough to share among cores, and small
+/// enough that the first is soon ready and the last soon done (the cores wait for both):
+/// 256 KB was 6-8 % faster than 1 MB on the shared traces, 128 KB slower again.
+const BATCH_BYTES: usize = 1 << 18;
 
 /// Reads the trace at `path`; `progress` is told the (compressed) bytes read so far.
 pub fn read_trace(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Trace> {
