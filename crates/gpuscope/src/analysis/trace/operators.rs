@@ -157,7 +157,12 @@ fn parents(trace: &Trace, ops: &[usize]) -> Vec<Option<usize>> {
     let mut keyed: Vec<_> = ops
         .iter()
         .enumerate()
-        .map(|(k, &i)| ((e.pid[i], e.tid[i], e.ts[i], std::cmp::Reverse(e.dur[i])), k))
+        .map(|(k, &i)| {
+            (
+                (e.pid[i], e.tid[i], e.ts[i], std::cmp::Reverse(e.dur[i])),
+                k,
+            )
+        })
         .collect();
     keyed.sort_by_key(|&(key, _)| key);
     let order = keyed.into_iter().map(|(_, k)| k);
