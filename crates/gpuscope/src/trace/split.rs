@@ -5,7 +5,7 @@
 //! byte by byte through its `IoRead` (slower than parsing the same bytes from a slice)
 //! and hands out values only as they are deserialized, one at a time; a trace's
 //! `traceEvents` array is hundreds of MB. Cutting it into elements here lets serde_json
-//! parse batches of them from slices, on every core, while memory holds two batches. The
+//! parse batches of them from slices, on every core, while memory holds a few batches. The
 //! splitter only tracks strings, escapes and nesting; serde_json checks in full every
 //! element that is used (the reader passes over flow events unparsed).
 
