@@ -118,13 +118,8 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
         children[*p] += 1;
     }
     // Parents come before their children in this order, so an owner is known when asked.
-    let mut keyed: Vec<_> = ops
-        .iter()
-        .enumerate()
-        .map(|(k, &i)| ((e.ts[i], std::cmp::Reverse(e.dur[i])), k))
-        .collect();
-    keyed.sort_by_key(|&(key, _)| key);
-    let order: Vec<usize> = keyed.into_iter().map(|(_, k)| k).collect();
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    order.sort_by_key(|&k| (e.ts[ops[k]], std::cmp::Reverse(e.dur[ops[k]])));
     let mut merged = vec![false; ops.len()];
     let mut owner: Vec<usize> = (0..ops.len()).collect();
     let mut self_ns: Vec<i64> = ops.iter().map(|&i| e.dur[i]).collect();
@@ -151,21 +146,12 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
 /// The innermost operator enclosing each of `ops` on its thread.
 fn parents(trace: &Trace, ops: &[usize]) -> Vec<Option<usize>> {
     let e = &trace.events;
-    // By thread, then start, the enclosing operator before what it encloses. The keys are
-    // gathered first: sorting by keys looked up in the columns at every comparison was
-    // most of this analysis.
-    let mut keyed: Vec<_> = ops
-        .iter()
-        .enumerate()
-        .map(|(k, &i)| {
-            (
-                (e.pid[i], e.tid[i], e.ts[i], std::cmp::Reverse(e.dur[i])),
-                k,
-            )
-        })
-        .collect();
-    keyed.sort_by_key(|&(key, _)| key);
-    let order = keyed.into_iter().map(|(_, k)| k);
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    // By thread, then start, the enclosing operator before what it encloses.
+    order.sort_by_key(|&k| {
+        let i = ops[k];
+        (e.pid[i], e.tid[i], e.ts[i], std::cmp::Reverse(e.dur[i]))
+    });
     let mut parent = vec![None; ops.len()];
     let mut stack: Vec<usize> = Vec::new();
     let mut thread = (NONE, NONE);
