@@ -23,8 +23,9 @@ use crate::progress::Progress;
 use crate::{Error, Result};
 
 /// Events parsed per batch, in bytes of JSON: enough to share among cores, and small
-/// enough that the first is soon ready and the last soon done (the cores wait for both):
-/// 256 KB was 6-8 % faster than 1 MB on the shared traces, 128 KB slower again.
+/// enough that the first is soon ready and the last soon done (the cores wait for both).
+/// `bench/ab_trace.py` on the two large shared traces: 256 KB had a 5-9 % lower median
+/// than 1 MB, 128 KB a 9 % higher one than 256 KB.
 const BATCH_BYTES: usize = 1 << 18;
 
 /// Reads the trace at `path`; `progress` is told the (compressed) bytes read so far.

@@ -87,9 +87,9 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
         .map(|file| {
             let trace = &file.trace;
             // The step, operator and memory views do not need the GPU scope: the steps
-            // and the memory timeline run beside the GPU and operator views. (Other
-            // splits, with the operators or the largest gaps beside the GPU views, were
-            // no faster and held 55-90 MB more at the peak of a 1 GiB trace.)
+            // and the memory timeline run beside the GPU and operator views. (Four tasks,
+            // the operators beside the GPU views too, held ~100 MB more at the peak of a
+            // 1 GiB trace for ~4 % less time: bench/README.md.)
             let ((gpu, operators), (steps, memory)) = rayon::join(
                 || (GpuViews::of(trace, clock, top), operators(trace, top)),
                 || (step_overview(trace), memory_timeline(trace)),
