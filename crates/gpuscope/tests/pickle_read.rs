@@ -384,6 +384,12 @@ cases = [
     b"(Np7\n\x94g7\nh\x01t.",
     b"}r\x00\x01\x00\x00j\x00\x01\x00\x00\x86.",
     b"N\x80\x02.",
+    # Runs of memo references filling new lists (read at once, see runs.rs): the same run
+    # after its key was given a new value; a list of a run extended later; a run into a
+    # list that is not empty.
+    b"\x80\x04\x8c\x01a\x940](](h\x00e\x8c\x01bq\x000](h\x00e](h\x00ee.",
+    b"\x80\x04\x8c\x01a\x940](]\x94(h\x00e](h\x00eh\x01\x8c\x01cae.",
+    b"\x80\x04\x8c\x01a\x940](K\x01e(h\x00e.",
 ]
 for data in cases:
     ops, refused = describe(data)
@@ -400,6 +406,35 @@ fn hand_made_pickles_read_as_python_reads_them() {
             case["canon"].as_str().unwrap(),
             "{data:?}"
         );
+    }
+}
+
+/// Hands out one byte per read, so that nothing is ever buffered ahead: the reader's fast
+/// paths (runs of pushes, runs of memo references) need their bytes in the buffer, so
+/// through this it reads opcode by opcode.
+struct OneByte<'a>(&'a [u8]);
+
+impl std::io::Read for OneByte<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match (self.0.split_first(), buf.first_mut()) {
+            (Some((&byte, rest)), Some(slot)) => {
+                *slot = byte;
+                self.0 = rest;
+                Ok(1)
+            }
+            _ => Ok(0),
+        }
+    }
+}
+
+#[test]
+fn the_fast_paths_read_the_real_snapshots_as_reading_opcode_by_opcode_does() {
+    for name in ["lm_fullstep_ctx128.pickle", "finetune_no_timestamps.pickle"] {
+        let data = std::fs::read(snapshot(name)).unwrap();
+        let fast = pickle::read(&data[..]).unwrap();
+        let slow = pickle::read(OneByte(&data)).unwrap();
+        // The whole arenas, ids and spans included.
+        assert!(format!("{fast:?}") == format!("{slow:?}"), "{name}");
     }
 }
 

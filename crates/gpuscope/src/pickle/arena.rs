@@ -122,6 +122,14 @@ impl Builder {
         Ok(append(&mut p.items, span, items, Value::None)?)
     }
 
+    /// Whether the sequence has no items yet and can be filled.
+    pub(crate) fn is_empty_seq(&self, id: SeqId) -> bool {
+        self.pickle
+            .seqs
+            .get(id.index())
+            .is_some_and(|span| span.len == 0 && span.cap != FOLDED)
+    }
+
     pub(crate) fn new_dict(&mut self) -> Result<DictId, Exhausted> {
         let p = &mut self.pickle;
         let id = u32::try_from(p.dicts.len()).map_err(|_| Exhausted("dicts"))?;

@@ -20,9 +20,31 @@ pub trait Fold {
     /// Whether this fold ever takes anything over; `false` lets the reader skip asking.
     const FOLDS: bool = true;
 
+    /// Whether an item the fold declined as it was stored into a list would be declined
+    /// again. When true, a list filled by a run of memo references met before (MARK,
+    /// memo fetches, APPENDS, with the memo unchanged since) takes that run's items without
+    /// their being offered again: torch repeats a few hundred such runs a million times.
+    const ITEMS_ONCE: bool = false;
+
     /// `value` (a list, tuple or dict, complete and readable in `pickle`) is being stored
     /// under `key` in a dict, or appended to a list when `key` is `None`.
     fn fold(&mut self, pickle: &Pickle, key: Option<Value>, value: Value) -> Option<u32>;
+
+    /// For a list that one run of memo references filled when it was new, and that has
+    /// not changed since (`run` numbers the pickle's distinct runs; lists of one run hold
+    /// the same items): the token [`Fold::fold`] gave an earlier list of the run stored
+    /// under an equal key, if the fold kept it. Asked before the list's items are read
+    /// (they may not be there yet); `None` has the reader complete the list and ask `fold`,
+    /// then tell [`Fold::folded_run`] what it answered.
+    fn fold_run(&mut self, key: Option<Value>, run: u32) -> Option<u32> {
+        let _ = (key, run);
+        None
+    }
+
+    /// [`Fold::fold`] took over a list of run `run`, stored under `key`, as `token`.
+    fn folded_run(&mut self, key: Option<Value>, run: u32, token: u32) {
+        let _ = (key, run, token);
+    }
 }
 
 /// The fold of [`read`](super::read): takes nothing over.

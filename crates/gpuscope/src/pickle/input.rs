@@ -43,8 +43,14 @@ impl<R: Read> Input<R> {
 
     /// The bytes buffered and not consumed yet.
     #[inline]
-    fn buffered(&self) -> &[u8] {
+    pub(crate) fn buffered(&self) -> &[u8] {
         self.buf.get(self.at..self.end).unwrap_or_default()
+    }
+
+    /// Consumes `n` bytes of [`Input::buffered`].
+    #[inline]
+    pub(crate) fn consume(&mut self, n: usize) {
+        self.at = (self.at + n).min(self.end);
     }
 
     /// Refills the empty buffer; `false` at the end of the input.

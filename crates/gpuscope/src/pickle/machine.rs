@@ -16,6 +16,7 @@ use super::fold::Fold;
 use super::input::Input;
 use super::memo::Memo;
 use super::opcodes::Op;
+use super::runs::{run_length, Run, Runs};
 use super::text::{self, IntText};
 use super::value::{DictId, Pickle, SeqId, Value};
 
@@ -35,6 +36,15 @@ pub(crate) struct Machine<'f, R, F: ?Sized> {
     op: Op,
     at: u64,
     fold: &'f mut F,
+    /// The runs of memo references met, and the list the last one filled with its run's
+    /// number (while nothing else was added to it).
+    runs: Runs,
+    run_list: Option<(SeqId, u32)>,
+    /// That list and the run whose values it still lacks, when the run was met before and the
+    /// fold declines items for good: torch stores such a list under `frames` right away,
+    /// and a fold that knows the run takes it over without its items ever being copied.
+    /// Every opcode but SETITEMS completes the list first ([`Machine::complete_run_list`]).
+    pending: Option<(SeqId, Run)>,
 }
 
 /// Errors are boxed: the opcode loop's results stay a word wide on the way that succeeds.
@@ -53,6 +63,9 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             op: Op::STOP,
             at: 0,
             fold,
+            runs: Runs::default(),
+            run_list: None,
+            pending: None,
         }
     }
 
@@ -62,6 +75,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
 
     fn run_boxed(mut self) -> Result<Pickle, Fail> {
         loop {
+            self.pushes()?;
             self.at = self.input.pos();
             let Some(byte) = self.input.byte().map_err(|e| self.io(e))? else {
                 return Err(Box::new(if self.at == 0 {
@@ -90,8 +104,147 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             if op == Op::STOP {
                 return self.stop();
             }
+            if op != Op::SETITEMS {
+                self.complete_run_list()?;
+            }
             self.step(op)?;
         }
+    }
+
+    /// Applies the opcodes that only push or memoize a value, as long as the next one is
+    /// such an opcode, whole in the buffer, and cannot fail: memo references, small ints,
+    /// bools, None, MARK and MEMOIZE are nine in ten opcodes of a snapshot, and here each
+    /// costs a pattern match instead of a trip through [`Machine::step`] with its offsets
+    /// and error paths. A MARK that opens a run of memo references filling a new list
+    /// applies the whole run ([`Machine::list_from_run`]). Anything else, or anything that
+    /// would fail, is left to `step`, which reports it.
+    fn pushes(&mut self) -> Step {
+        const BINGET: u8 = Op::BINGET.byte();
+        const LONG_BINGET: u8 = Op::LONG_BINGET.byte();
+        const BININT: u8 = Op::BININT.byte();
+        const BININT1: u8 = Op::BININT1.byte();
+        const BININT2: u8 = Op::BININT2.byte();
+        const LONG1: u8 = Op::LONG1.byte();
+        const NONE: u8 = Op::NONE.byte();
+        const NEWTRUE: u8 = Op::NEWTRUE.byte();
+        const NEWFALSE: u8 = Op::NEWFALSE.byte();
+        const MARK: u8 = Op::MARK.byte();
+        const MEMOIZE: u8 = Op::MEMOIZE.byte();
+        loop {
+            let (value, len) = match *self.input.buffered() {
+                [BINGET, key, ..] => match self.memo.get(key.into()) {
+                    Some(value) => (value, 2),
+                    None => return Ok(()),
+                },
+                [LONG_BINGET, a, b, c, d, ..] => {
+                    match self.memo.get(u32::from_le_bytes([a, b, c, d]).into()) {
+                        Some(value) => (value, 5),
+                        None => return Ok(()),
+                    }
+                }
+                [BININT1, v, ..] => (Value::Int(v.into()), 2),
+                [BININT2, a, b, ..] => (Value::Int(u16::from_le_bytes([a, b]).into()), 3),
+                [BININT, a, b, c, d, ..] => {
+                    (Value::Int(i32::from_le_bytes([a, b, c, d]).into()), 5)
+                }
+                [LONG1, n @ 1..=8, ref rest @ ..] if rest.len() >= usize::from(n) => {
+                    let n = usize::from(n);
+                    let negative = rest[n - 1] & 0x80 != 0;
+                    let mut bytes = [if negative { 0xff } else { 0 }; 8];
+                    bytes[..n].copy_from_slice(&rest[..n]);
+                    (Value::Int(i64::from_le_bytes(bytes)), 2 + n)
+                }
+                [NONE, ..] => (Value::None, 1),
+                [NEWTRUE, ..] => (Value::Bool(true), 1),
+                [NEWFALSE, ..] => (Value::Bool(false), 1),
+                [MARK, ref rest @ ..] => {
+                    if let Some(len) = run_length(rest) {
+                        if self.list_from_run(len)? {
+                            continue;
+                        }
+                    }
+                    self.marks.push((self.stack.len(), self.input.pos()));
+                    self.input.consume(1);
+                    continue;
+                }
+                [MEMOIZE, ..] => match self.stack.last() {
+                    Some(&top) if self.stack.len() > self.fence() => {
+                        self.memo.put(self.memo.len(), top);
+                        self.input.consume(1);
+                        continue;
+                    }
+                    _ => return Ok(()),
+                },
+                _ => return Ok(()),
+            };
+            self.stack.push(value);
+            self.input.consume(len);
+        }
+    }
+
+    /// Applies MARK, the `len` bytes of memo fetches after it and the APPENDS after them,
+    /// when the list on top of the stack is new and empty (torch's list of frames of a
+    /// trace entry): the fetches' values come from [`Runs`], and when the run was met
+    /// before and the fold declines items for good, they are not offered again. `false`,
+    /// with nothing applied, when the list does not fit or the run names a key the memo
+    /// does not have (the opcode loop then reports it).
+    fn list_from_run(&mut self, len: usize) -> Result<bool, Fail> {
+        self.complete_run_list()?;
+        let list = match self.stack.last() {
+            Some(&Value::List(id)) if self.stack.len() > self.fence() => id,
+            _ => return Ok(false),
+        };
+        if !self.arena.is_empty_seq(list) {
+            return Ok(false);
+        }
+        let bytes = self.input.buffered().get(1..=len).unwrap_or_default();
+        let Some(run) = self.runs.find(bytes, &self.memo) else {
+            return Ok(false);
+        };
+        // Errors from here on are the APPENDS's.
+        self.at = self.input.pos() + 1 + len as u64;
+        self.op = Op::APPENDS;
+        self.input.consume(len + 2);
+        if !F::FOLDS {
+            self.fill(list, run)?;
+        } else if F::ITEMS_ONCE && run.seen {
+            self.pending = Some((list, run));
+        } else {
+            let from = self.stack.len();
+            self.stack.extend_from_slice(self.runs.values(&run));
+            self.extend_list(list, from)?;
+        }
+        self.run_list = Some((list, run.number));
+        Ok(true)
+    }
+
+    /// Gives the list of the last run the values it still lacks, if any.
+    #[inline]
+    fn complete_run_list(&mut self) -> Step {
+        match self.pending.take() {
+            Some((list, run)) => self.fill(list, run),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends the values of `run` to `list`, without offering them to the fold.
+    fn fill(&mut self, list: SeqId, run: Run) -> Step {
+        let from = self.stack.len();
+        for &value in self.runs.values(&run) {
+            // Items folded since the run was first met are stored as what they became.
+            let value = if F::FOLDS {
+                self.arena.resolve(value)
+            } else {
+                value
+            };
+            self.stack.push(value);
+        }
+        let items = self.stack.get(from..).unwrap_or_default();
+        self.arena
+            .seq_extend(list, items)
+            .map_err(|e| self.unfillable(e, "a list"))?;
+        self.stack.truncate(from);
+        Ok(())
     }
 
     fn step(&mut self, op: Op) -> Step {
@@ -353,6 +506,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
                 mark_offset,
             }));
         }
+        self.complete_run_list()?;
         let root = self.pop()?;
         if !self.stack.is_empty() {
             return Err(Box::new(PickleError::LeftoverValues {
@@ -431,11 +585,13 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         if F::FOLDS {
             for k in (from + 1..end).step_by(2) {
                 let key = self.stack[k - 1];
-                if let Some(folded) = self.offer(Some(key), self.stack[k], Value::Dict(dict)) {
+                if let Some(folded) = self.offer(Some(key), self.stack[k], Value::Dict(dict))? {
                     self.stack[k] = folded;
                 }
             }
             self.arena.release_folded();
+            // Stored, not taken over.
+            self.complete_run_list()?;
         }
         let pairs = self.stack.get(from..).unwrap_or_default();
         self.arena
@@ -447,9 +603,12 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
 
     /// Appends the values on the stack from `from` up to the list, and drops them.
     fn extend_list(&mut self, list: SeqId, from: usize) -> Step {
+        if self.run_list.is_some_and(|(filled, _)| filled == list) {
+            self.run_list = None;
+        }
         if F::FOLDS {
             for k in from..self.stack.len() {
-                if let Some(folded) = self.offer(None, self.stack[k], Value::List(list)) {
+                if let Some(folded) = self.offer(None, self.stack[k], Value::List(list))? {
                     self.stack[k] = folded;
                 }
             }
@@ -467,13 +626,18 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
     /// instead, if anything (the stack is written only then: rewriting every item with
     /// itself costs a store-forwarding stall per item).
     #[inline]
-    fn offer(&mut self, key: Option<Value>, value: Value, into: Value) -> Option<Value> {
+    fn offer(
+        &mut self,
+        key: Option<Value>,
+        value: Value,
+        into: Value,
+    ) -> Result<Option<Value>, Fail> {
         if !matches!(value, Value::List(_) | Value::Tuple(_) | Value::Dict(_)) {
-            return None;
+            return Ok(None);
         }
         let resolved = self.arena.resolve(value);
         if let Value::Folded(_) = resolved {
-            return Some(resolved);
+            return Ok(Some(resolved));
         }
         let into_itself = match (value, into) {
             (Value::List(a) | Value::Tuple(a), Value::List(b)) => a == b,
@@ -481,11 +645,33 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             _ => false,
         };
         if into_itself {
-            return None;
+            return Ok(None);
         }
-        let token = self.fold.fold(&self.arena.pickle, key, value)?;
+        let token = match (self.run_list, value) {
+            (Some((filled, run)), Value::List(id)) if id == filled => {
+                match self.fold.fold_run(key, run) {
+                    Some(token) => {
+                        // Taken over: the values it lacked are not needed.
+                        self.pending = None;
+                        Some(token)
+                    }
+                    None => {
+                        self.complete_run_list()?;
+                        let token = self.fold.fold(&self.arena.pickle, key, value);
+                        if let Some(token) = token {
+                            self.fold.folded_run(key, run, token);
+                        }
+                        token
+                    }
+                }
+            }
+            _ => self.fold.fold(&self.arena.pickle, key, value),
+        };
+        let Some(token) = token else {
+            return Ok(None);
+        };
         self.arena.fold(value, token);
-        Some(Value::Folded(token))
+        Ok(Some(Value::Folded(token)))
     }
 
     /// A new sequence of the values on the stack from `from` up, in their place.

@@ -25,9 +25,15 @@
 //! never panics on bad input: the cargo-fuzz target `pickle_read` in
 //! `crates/gpuscope/fuzz` feeds it arbitrary bytes (see its README).
 //!
+//! Two fast paths serve what a snapshot is mostly made of, with the same result as reading
+//! opcode by opcode (a test and the fuzz target compare the two): opcodes that only push a
+//! value are applied in a loop of their own, and a run of memo references filling a new
+//! list (a trace entry's frames) that was met before is one lookup (`runs.rs`).
+//!
 //! Files: `opcodes.rs` (the table), `machine.rs` (the interpreter), `input.rs` (counted,
-//! bounded reads), `text.rs` (protocol 0's text arguments), `memo.rs`, `arena.rs` (building)
-//! and `value.rs` (the result and its accessors), `fold.rs` (the hook), `error.rs`.
+//! bounded reads), `text.rs` (protocol 0's text arguments), `memo.rs`, `runs.rs`,
+//! `arena.rs` (building) and `value.rs` (the result and its accessors), `fold.rs` (the
+//! hook), `error.rs`.
 
 mod arena;
 mod error;
@@ -36,6 +42,7 @@ mod input;
 mod machine;
 mod memo;
 mod opcodes;
+mod runs;
 mod text;
 mod value;
 

@@ -56,7 +56,7 @@ macro_rules! opcodes {
             }
 
             /// The byte that stands for the opcode.
-            pub(crate) fn byte(self) -> u8 {
+            pub(crate) const fn byte(self) -> u8 {
                 match self {
                     $(Op::$name => $byte,)*
                 }

@@ -11,9 +11,11 @@
 //! ([`pickle::Fold`]): a list stored under `frames` becomes its interned stack as soon as
 //! it is complete, and a dict with an `action` appended to a list becomes a
 //! [`TraceEntry`]. Neither is kept as pickle values; a frame list the memo hands out again
-//! is the same stack without being read twice. The rest (segments, blocks, settings) is
-//! small and is read from the pickle's values afterwards, by the same code that reads a
-//! pickle nothing was folded from ([`from_pickle`]).
+//! is the same stack without being read twice, and so is a new frame list filled by the
+//! same run of memo references as an earlier one ([`Fold::fold_run`]): its items are never
+//! even copied. The rest (segments, blocks, settings) is small and is read from the
+//! pickle's values afterwards, by the same code that reads a pickle nothing was folded
+//! from ([`from_pickle`]).
 
 use std::fs::File;
 use std::io::Read;
@@ -139,6 +141,8 @@ struct Builder {
     by_list: ById,
     /// The frame id of each frame dict converted so far, by its dict index.
     by_frame: ById,
+    /// The stack of each run of memo references (see [`Fold::fold_run`]) converted so far.
+    by_run: ById,
     /// Reused for the frame ids of the stack being converted.
     frame_ids: Vec<u32>,
     /// The trace entries folded while reading, in the order they were read.
@@ -149,6 +153,11 @@ struct Builder {
 }
 
 impl Fold for Builder {
+    /// Items of lists are taken over only when they are dicts with an `action` (trace
+    /// entries): what was declined is a list, or a dict without an `action`, and torch
+    /// never changes a dict once written.
+    const ITEMS_ONCE: bool = true;
+
     #[inline]
     fn fold(&mut self, p: &Pickle, key: Option<Value>, value: Value) -> Option<u32> {
         if let (None, Value::Dict(id)) = (key, value) {
@@ -158,6 +167,22 @@ impl Fold for Builder {
             }
         }
         self.fold_new(p, key, value)
+    }
+
+    /// A list of frames whose run of memo references was met before is the stack that
+    /// run's first list became.
+    fn fold_run(&mut self, key: Option<Value>, run: u32) -> Option<u32> {
+        match key {
+            Some(Value::Str(key)) if Some(key) == self.k.frames.0 => self.by_run.get(run as usize),
+            _ => None,
+        }
+    }
+
+    fn folded_run(&mut self, _: Option<Value>, run: u32, token: u32) {
+        // A list is taken over only as a stack, under `frames`.
+        if token < ENTRY_TOKEN {
+            self.by_run.set(run as usize, token);
+        }
     }
 }
 
@@ -579,5 +604,36 @@ impl Builder {
                 .and_then(|v| u64::try_from(v).ok()),
             stack: self.stack(p, self.get(p, e, self.k.frames)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two trace entries whose frame lists start with the same run of memo references
+    /// (`](h\x00e`: a list of the frame dict memoized first); the second list is then given
+    /// one more frame (`h\x01a`), so it is not the stack the run's first list became.
+    const SAME_RUN_THEN_EXTENDED: &[u8] = b"\x80\x04\
+        }\x94(\x8c\x04name\x8c\x01f\x8c\x08filename\x8c\x04a.py\x8c\x04lineK\x01u0\
+        }\x94(\x8c\x04name\x8c\x01g\x8c\x08filename\x8c\x04b.py\x8c\x04lineK\x02u0\
+        }(\x8c\x08segments]\x8c\x0ddevice_traces]](\
+        }(\x8c\x06action\x8c\x05alloc\x8c\x04addrK\x01\x8c\x04sizeM\x00\x02\x8c\x06streamK\x00\
+        \x8c\x06frames](h\x00eu\
+        }(\x8c\x06action\x8c\x05alloc\x8c\x04addrK\x01\x8c\x04sizeM\x00\x02\x8c\x06streamK\x00\
+        \x8c\x06frames](h\x00eh\x01aueau.";
+
+    #[test]
+    fn a_list_of_a_known_run_changed_afterwards_is_its_own_stack() {
+        let folded = read_snapshot_bytes(SAME_RUN_THEN_EXTENDED, "<test>").unwrap();
+        let plain = from_pickle(&pickle::read(SAME_RUN_THEN_EXTENDED).unwrap()).unwrap();
+        let stacks = |s: &Snapshot| -> Vec<Vec<u32>> {
+            s.device_traces[0]
+                .iter()
+                .map(|e| s.stacks.frames(e.stack).map(|f| f.line as u32).collect())
+                .collect()
+        };
+        assert_eq!(stacks(&folded), stacks(&plain));
+        assert_eq!(stacks(&folded), [vec![1], vec![1, 2]]);
     }
 }

@@ -1,0 +1,162 @@
+//! Runs of memo references: `MARK`, then only BINGET / LONG_BINGET, then `APPENDS`, filling
+//! a new list. torch writes each trace entry's list of frames this way, tens of fetches of
+//! frame dicts memoized once; a long trace has a million such lists but only a few hundred
+//! distinct runs. [`Runs`] remembers each distinct run (its bytes) with the values its
+//! fetches gave, so a run met again is one hash lookup instead of tens of opcodes.
+//!
+//! A run's bytes give the same values only while the memo keys they name keep their
+//! values: any PUT that replaces a key ([`Memo::epoch`]) forgets every run. Run numbers
+//! are never reused, so a list's run number always stands for the same items.
+
+use rustc_hash::FxHashMap;
+
+use super::memo::Memo;
+use super::opcodes::Op;
+use super::value::Value;
+
+const BINGET: u8 = Op::BINGET.byte();
+const LONG_BINGET: u8 = Op::LONG_BINGET.byte();
+const APPENDS: u8 = Op::APPENDS.byte();
+
+/// Values kept for all runs together; past it, runs are no longer remembered (a pickle
+/// made to have millions of distinct runs is read opcode by opcode).
+const MAX_VALUES: usize = 1 << 20;
+
+#[derive(Debug, Default)]
+pub(crate) struct Runs {
+    /// Each remembered run's bytes → its number and where its values are in `values`.
+    index: FxHashMap<Box<[u8]>, (u32, u32, u32)>,
+    values: Vec<Value>,
+    /// The memo's epoch the remembered runs were read in.
+    epoch: u64,
+    /// The next run's number.
+    next: u32,
+}
+
+/// A run found in or added to [`Runs`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run {
+    /// Numbers runs with distinct bytes, in the order they were first met.
+    pub(crate) number: u32,
+    /// Whether it was met before (with the memo as it is now).
+    pub(crate) seen: bool,
+    /// Where its values are in [`Runs::values`].
+    start: u32,
+    end: u32,
+}
+
+impl Runs {
+    /// The run `bytes` (memo fetches only, see [`run_length`]), added if new; `None` if it
+    /// names a key the memo does not have (the opcode loop then reports it) or there is no
+    /// room left to remember it.
+    pub(crate) fn find(&mut self, bytes: &[u8], memo: &Memo) -> Option<Run> {
+        if self.epoch != memo.epoch() {
+            self.index.clear();
+            self.values.clear();
+            self.epoch = memo.epoch();
+        }
+        if let Some(&(number, start, end)) = self.index.get(bytes) {
+            return Some(Run {
+                number,
+                seen: true,
+                start,
+                end,
+            });
+        }
+        let start = self.values.len();
+        for key in keys(bytes) {
+            let Some(value) = memo.get(key).filter(|_| self.values.len() < MAX_VALUES) else {
+                self.values.truncate(start);
+                return None;
+            };
+            self.values.push(value);
+        }
+        let number = self.next;
+        self.next = self.next.checked_add(1)?;
+        let (start, end) = (start as u32, self.values.len() as u32);
+        self.index.insert(bytes.into(), (number, start, end));
+        Some(Run {
+            number,
+            seen: false,
+            start,
+            end,
+        })
+    }
+
+    /// The values the fetches of `run` gave.
+    pub(crate) fn values(&self, run: &Run) -> &[Value] {
+        self.values
+            .get(run.start as usize..run.end as usize)
+            .unwrap_or_default()
+    }
+}
+
+/// The length of the run of memo fetches at the start of `bytes` when an APPENDS follows
+/// it there, whole: at least one fetch, then `APPENDS`.
+pub(crate) fn run_length(bytes: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        match *bytes.get(at)? {
+            BINGET => at += 2,
+            LONG_BINGET => at += 5,
+            APPENDS if at > 0 => return Some(at),
+            _ => return None,
+        }
+    }
+}
+
+/// The memo keys a run's bytes fetch.
+fn keys(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        let (key, len) = match *rest {
+            [BINGET, key, ..] => (u64::from(key), 2),
+            [LONG_BINGET, a, b, c, d, ..] => (u32::from_le_bytes([a, b, c, d]).into(), 5),
+            _ => return None,
+        };
+        rest = &rest[len..];
+        Some(key)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pickle::value::StrId;
+
+    #[test]
+    fn a_run_ends_at_its_appends_and_needs_a_fetch() {
+        assert_eq!(run_length(b"h\x01j\x02\x00\x00\x00e."), Some(7));
+        assert_eq!(run_length(b"e"), None);
+        // Cut off, or another opcode inside.
+        assert_eq!(run_length(b"h\x01j\x02\x00"), None);
+        assert_eq!(run_length(b"h\x01K\x02e"), None);
+    }
+
+    #[test]
+    fn runs_are_forgotten_when_the_memo_changes_but_never_renumbered() {
+        let mut memo = Memo::default();
+        memo.put(0, Value::Str(StrId(7)));
+        memo.put(1, Value::Str(StrId(8)));
+        let mut runs = Runs::default();
+        let run = b"h\x01h\x00";
+        let first = runs.find(run, &memo).unwrap();
+        assert!(!first.seen);
+        assert_eq!(
+            runs.values(&first),
+            [Value::Str(StrId(8)), Value::Str(StrId(7))]
+        );
+        let again = runs.find(run, &memo).unwrap();
+        assert!(again.seen);
+        assert_eq!(again.number, first.number);
+        memo.put(1, Value::None);
+        let after = runs.find(run, &memo).unwrap();
+        assert!(!after.seen);
+        assert_ne!(after.number, first.number);
+        assert_eq!(runs.values(&after), [Value::None, Value::Str(StrId(7))]);
+        assert!(
+            runs.find(b"h\x05", &memo).is_none(),
+            "key 5 is not in the memo"
+        );
+    }
+}
