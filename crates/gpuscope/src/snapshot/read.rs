@@ -124,6 +124,9 @@ keys!(
     total_size,
 );
 
+/// How many spellings of actions [`Builder::action`] remembers (torch has nine).
+const ACTIONS_KEPT: usize = 16;
+
 /// Tokens of folded trace entries have this bit set (the index into
 /// [`Builder::entries`] below it); tokens without it are stacks.
 const ENTRY_TOKEN: u32 = 1 << 31;
@@ -145,6 +148,8 @@ struct Builder {
     by_run: ById,
     /// Reused for the frame ids of the stack being converted.
     frame_ids: Vec<u32>,
+    /// The actions of trace entries met so far, by the id of their string.
+    actions: Vec<(StrId, Action)>,
     /// The trace entries folded while reading, in the order they were read.
     entries: Vec<TraceEntry>,
     /// Why folded entries could not be read, by index in `entries` (reported only if the
@@ -577,33 +582,63 @@ impl Builder {
         })
     }
 
+    /// A trace entry: one pass over its dict (a long trace has a million of them).
     fn entry(&mut self, p: &Pickle, e: Value) -> std::result::Result<TraceEntry, String> {
-        if p.as_dict(e).is_none() {
+        let Some(items) = p.as_dict(e) else {
             return Err(format!("of type {}, not a dict", e.type_name()));
+        };
+        let k = &self.k;
+        let keys = [
+            k.action.0,
+            k.addr.0,
+            k.size.0,
+            k.stream.0,
+            k.time_us.0,
+            k.device_free.0,
+            k.frames.0,
+        ];
+        let mut found = [None; 7];
+        for &(key, value) in items {
+            if let Value::Str(key) = key {
+                if let Some(k) = keys.iter().position(|&id| id == Some(key)) {
+                    found[k] = Some(value);
+                }
+            }
         }
-        let action = self
-            .get(p, e, self.k.action)
-            .and_then(|v| p.as_str(v))
-            .ok_or("no `action`")?;
-        let action = Action::parse(action, &mut self.stacks.names);
+        let [action, addr, size, stream, time_us, device_free, frames] = found;
+        let Some(Value::Str(action)) = action else {
+            return Err("no `action`".into());
+        };
+        let action = self.action(p, action);
+        let int = |v: Option<Value>| v.and_then(|v| p.as_int(v));
+        let size = match int(size) {
+            Some(size) if size >= 0 => size as u64,
+            // `snapshot` entries carry no size in some versions.
+            _ if action == Action::Snapshot => 0,
+            Some(size) => return Err(format!("negative `size` ({size})")),
+            None => return Err("no integer `size`".into()),
+        };
         Ok(TraceEntry {
             action,
-            addr: self.int(p, e, self.k.addr).unwrap_or(0) as u64,
-            size: self.size(p, e, self.k.size).or_else(|why| {
-                // `snapshot` entries carry no size in some versions.
-                if action == Action::Snapshot {
-                    Ok(0)
-                } else {
-                    Err(why)
-                }
-            })?,
-            stream: self.int(p, e, self.k.stream).unwrap_or(0),
-            time_us: self.int(p, e, self.k.time_us),
-            device_free: self
-                .int(p, e, self.k.device_free)
-                .and_then(|v| u64::try_from(v).ok()),
-            stack: self.stack(p, self.get(p, e, self.k.frames)),
+            addr: int(addr).unwrap_or(0) as u64,
+            size,
+            stream: int(stream).unwrap_or(0),
+            time_us: int(time_us),
+            device_free: int(device_free).and_then(|v| u64::try_from(v).ok()),
+            stack: self.stack(p, frames),
         })
+    }
+
+    /// The action a string of the pickle spells; the first few are remembered by id.
+    fn action(&mut self, p: &Pickle, id: StrId) -> Action {
+        if let Some(&(_, action)) = self.actions.iter().find(|&&(known, _)| known == id) {
+            return action;
+        }
+        let action = Action::parse(p.str_by_id(id), &mut self.stacks.names);
+        if self.actions.len() < ACTIONS_KEPT {
+            self.actions.push((id, action));
+        }
+        action
     }
 }
 
