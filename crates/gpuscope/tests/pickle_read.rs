@@ -6,6 +6,8 @@
 //! without a panic; and the inputs the fuzzer found.
 
 mod common;
+#[path = "common/one_byte.rs"]
+mod one_byte;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -13,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use gpuscope::pickle::{self, Pickle, PickleError, Value};
+use one_byte::OneByte;
 
 /// Runs `python3 -c <script> <args>` and returns its standard output.
 fn python(script: &str, args: &[&Path]) -> String {
@@ -406,24 +409,6 @@ fn hand_made_pickles_read_as_python_reads_them() {
             case["canon"].as_str().unwrap(),
             "{data:?}"
         );
-    }
-}
-
-/// Hands out one byte per read, so that nothing is ever buffered ahead: the reader's fast
-/// paths (runs of pushes, runs of memo references) need their bytes in the buffer, so
-/// through this it reads opcode by opcode.
-struct OneByte<'a>(&'a [u8]);
-
-impl std::io::Read for OneByte<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match (self.0.split_first(), buf.first_mut()) {
-            (Some((&byte, rest)), Some(slot)) => {
-                *slot = byte;
-                self.0 = rest;
-                Ok(1)
-            }
-            _ => Ok(0),
-        }
     }
 }
 

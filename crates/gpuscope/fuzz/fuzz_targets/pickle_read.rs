@@ -12,6 +12,10 @@ use std::collections::HashSet;
 use gpuscope::pickle::{self, Fold, Pickle, Value};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../../tests/common/one_byte.rs"]
+mod one_byte;
+use one_byte::OneByte;
+
 fuzz_target!(|data: &[u8]| {
     let plain = pickle::read(data);
     check(data, &plain, false);
@@ -40,22 +44,6 @@ fn same_reading(
     slow: &Result<Pickle, pickle::PickleError>,
 ) {
     assert_eq!(format!("{fast:?}"), format!("{slow:?}"));
-}
-
-/// Hands out one byte per read.
-struct OneByte<'a>(&'a [u8]);
-
-impl std::io::Read for OneByte<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match (self.0.split_first(), buf.first_mut()) {
-            (Some((&byte, rest)), Some(slot)) => {
-                *slot = byte;
-                self.0 = rest;
-                Ok(1)
-            }
-            _ => Ok(0),
-        }
-    }
 }
 
 /// Takes over every third container, reading it whole first.

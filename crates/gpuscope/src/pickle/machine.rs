@@ -239,12 +239,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             };
             self.stack.push(value);
         }
-        let items = self.stack.get(from..).unwrap_or_default();
-        self.arena
-            .seq_extend(list, items)
-            .map_err(|e| self.unfillable(e, "a list"))?;
-        self.stack.truncate(from);
-        Ok(())
+        self.move_to_list(list, from)
     }
 
     fn step(&mut self, op: Op) -> Step {
@@ -614,6 +609,12 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             }
             self.arena.release_folded();
         }
+        self.move_to_list(list, from)
+    }
+
+    /// Appends the values on the stack from `from` up to the list as they are, and drops
+    /// them.
+    fn move_to_list(&mut self, list: SeqId, from: usize) -> Step {
         let items = self.stack.get(from..).unwrap_or_default();
         self.arena
             .seq_extend(list, items)
