@@ -653,7 +653,9 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
                 match self.fold.fold_run(key, run) {
                     Some(token) => {
                         // Taken over: the values it lacked are not needed.
-                        self.pending = None;
+                        if self.pending.is_some_and(|(pending, _)| pending == id) {
+                            self.pending = None;
+                        }
                         Some(token)
                     }
                     None => {
