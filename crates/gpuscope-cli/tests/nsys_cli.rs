@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
+use common::{stderr_of, stdout_of};
 use serde_json::Value;
+
+mod common;
 
 fn shared(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -42,14 +45,6 @@ where
     S: AsRef<OsStr>,
 {
     nsys_with_path(None, args)
-}
-
-fn stdout_of(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).expect("UTF-8 output")
-}
-
-fn stderr_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Exit 2 with exactly one `error:` line that contains `what`.

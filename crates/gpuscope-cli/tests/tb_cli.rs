@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 
 use assert_cmd::Command;
+use common::stderr_of;
+
+mod common;
 
 fn shared(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -15,10 +18,6 @@ const UNET: &str = "tfevents/pytorch_unet__events.out.tfevents.1738277380.wn44.2
 
 fn gpuscope() -> Command {
     Command::cargo_bin("gpuscope").unwrap()
-}
-
-fn stderr_of(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]

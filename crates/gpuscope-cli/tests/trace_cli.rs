@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
+use common::{stderr_of, stdout_of};
 use serde_json::Value;
+
+mod common;
 
 fn shared(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -58,14 +61,6 @@ where
     S: AsRef<OsStr>,
 {
     trace_in(None, args)
-}
-
-fn stderr_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout_of(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).expect("output is UTF-8")
 }
 
 fn assert_no_panic(out: &Output, what: &str) {

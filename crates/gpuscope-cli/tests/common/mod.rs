@@ -1,10 +1,22 @@
-//! Helpers shared by the CLI tests of `monitor` and `run`.
+//! Helpers shared by the CLI tests. Each test file compiles this module on its own and
+//! uses only part of it.
+#![allow(dead_code)]
 
 use std::process::Output;
 
 /// Output bytes as text.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Standard output as text, which must be UTF-8.
+pub fn stdout_of(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("UTF-8 output")
+}
+
+/// Standard error as text.
+pub fn stderr_of(out: &Output) -> String {
+    text(&out.stderr)
 }
 
 /// Asserts the contract for input that cannot be used: exit 2, one line on stderr, nothing
