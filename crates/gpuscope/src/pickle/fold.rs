@@ -23,7 +23,7 @@ pub trait Fold {
     /// Whether an item the fold declined as it was stored into a list would be declined
     /// again. When true, a list filled by a run of memo references met before (MARK,
     /// memo fetches, APPENDS, with the memo unchanged since) takes that run's items without
-    /// their being offered again: torch repeats a few hundred such runs a million times.
+    /// their being offered again (torch's lists of frames are such runs, and repeat).
     const ITEMS_ONCE: bool = false;
 
     /// `value` (a list, tuple or dict, complete and readable in `pickle`) is being stored
