@@ -16,7 +16,7 @@ use super::fold::Fold;
 use super::input::Input;
 use super::memo::Memo;
 use super::opcodes::Op;
-use super::runs::{run_length, Run, Runs};
+use super::runs::{memo_fetch, run_length, Run, Runs};
 use super::text::{self, IntText};
 use super::value::{DictId, Pickle, SeqId, Value};
 
@@ -119,8 +119,6 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
     /// applies the whole run ([`Machine::list_from_run`]). Anything else, or anything that
     /// would fail, is left to `step`, which reports it.
     fn pushes(&mut self) -> Step {
-        const BINGET: u8 = Op::BINGET.byte();
-        const LONG_BINGET: u8 = Op::LONG_BINGET.byte();
         const BININT: u8 = Op::BININT.byte();
         const BININT1: u8 = Op::BININT1.byte();
         const BININT2: u8 = Op::BININT2.byte();
@@ -131,17 +129,16 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         const MARK: u8 = Op::MARK.byte();
         const MEMOIZE: u8 = Op::MEMOIZE.byte();
         loop {
-            let (value, len) = match *self.input.buffered() {
-                [BINGET, key, ..] => match self.memo.get(key.into()) {
-                    Some(value) => (value, 2),
-                    None => return Ok(()),
-                },
-                [LONG_BINGET, a, b, c, d, ..] => {
-                    match self.memo.get(u32::from_le_bytes([a, b, c, d]).into()) {
-                        Some(value) => (value, 5),
-                        None => return Ok(()),
-                    }
-                }
+            let buffered = self.input.buffered();
+            if let Some((key, len)) = memo_fetch(buffered) {
+                let Some(value) = self.memo.get(key) else {
+                    return Ok(());
+                };
+                self.stack.push(value);
+                self.input.consume(len);
+                continue;
+            }
+            let (value, len) = match *buffered {
                 [BININT1, v, ..] => (Value::Int(v.into()), 2),
                 [BININT2, a, b, ..] => (Value::Int(u16::from_le_bytes([a, b]).into()), 3),
                 [BININT, a, b, c, d, ..] => {

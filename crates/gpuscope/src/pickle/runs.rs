@@ -94,6 +94,7 @@ impl Runs {
 /// The length of the run of memo fetches at the start of `bytes` when an APPENDS follows
 /// it there, whole: at least one fetch, then `APPENDS`.
 pub(crate) fn run_length(bytes: &[u8]) -> Option<usize> {
+    // Only the lengths of the fetches matter here, and this is read for every MARK.
     let mut at = 0;
     loop {
         match *bytes.get(at)? {
@@ -105,15 +106,22 @@ pub(crate) fn run_length(bytes: &[u8]) -> Option<usize> {
     }
 }
 
+/// The memo key of the BINGET or LONG_BINGET at the start of `bytes`, whole, and its
+/// length in bytes.
+#[inline]
+pub(crate) fn memo_fetch(bytes: &[u8]) -> Option<(u64, usize)> {
+    match *bytes {
+        [BINGET, key, ..] => Some((u64::from(key), 2)),
+        [LONG_BINGET, a, b, c, d, ..] => Some((u32::from_le_bytes([a, b, c, d]).into(), 5)),
+        _ => None,
+    }
+}
+
 /// The memo keys a run's bytes fetch.
 fn keys(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
     let mut rest = bytes;
     std::iter::from_fn(move || {
-        let (key, len) = match *rest {
-            [BINGET, key, ..] => (u64::from(key), 2),
-            [LONG_BINGET, a, b, c, d, ..] => (u32::from_le_bytes([a, b, c, d]).into(), 5),
-            _ => return None,
-        };
+        let (key, len) = memo_fetch(rest)?;
         rest = &rest[len..];
         Some(key)
     })

@@ -62,6 +62,12 @@ pub fn from_pickle(p: &Pickle) -> std::result::Result<Snapshot, String> {
     Builder::default().build(p)
 }
 
+/// A size read as `v` under `name`: an integer, not negative.
+fn size_of(v: Option<i64>, name: &str) -> std::result::Result<u64, String> {
+    let v = v.ok_or_else(|| format!("no integer `{name}`"))?;
+    u64::try_from(v).map_err(|_| format!("negative `{name}` ({v})"))
+}
+
 /// Levels of nesting shown of an allocator setting's value.
 const PLAIN_DEPTH: usize = 4;
 
@@ -386,11 +392,7 @@ impl Builder {
     }
 
     fn size(&self, p: &Pickle, dict: Value, key: Key) -> std::result::Result<u64, String> {
-        let name = key.1;
-        let v = self
-            .int(p, dict, key)
-            .ok_or_else(|| format!("no integer `{name}`"))?;
-        u64::try_from(v).map_err(|_| format!("negative `{name}` ({v})"))
+        size_of(self.int(p, dict, key), key.1)
     }
 
     fn text(&self, p: &Pickle, dict: Value, key: Key) -> String {
@@ -611,12 +613,10 @@ impl Builder {
         };
         let action = self.action(p, action);
         let int = |v: Option<Value>| v.and_then(|v| p.as_int(v));
-        let size = match int(size) {
-            Some(size) if size >= 0 => size as u64,
+        let size = match size_of(int(size), self.k.size.1) {
             // `snapshot` entries carry no size in some versions.
-            _ if action == Action::Snapshot => 0,
-            Some(size) => return Err(format!("negative `size` ({size})")),
-            None => return Err("no integer `size`".into()),
+            Err(_) if action == Action::Snapshot => 0,
+            size => size?,
         };
         Ok(TraceEntry {
             action,

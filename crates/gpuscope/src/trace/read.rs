@@ -1,8 +1,8 @@
 //! Reads a Kineto Chrome trace (`.json` or `.json.gz`) as a stream into the compact
 //! [`Trace`] model: the `traceEvents` array is split into batches of events
 //! ([`super::split`]) that serde_json parses on every core, so memory holds the columns
-//! and a few batches of 256 KB, never the document. Events that cannot be used (no timestamp, a
-//! negative duration, an unknown phase) are counted, not fatal.
+//! and a few batches of 256 KB, never the document. Events that cannot be used (no
+//! timestamp, a negative duration, an unknown phase) are counted, not fatal.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

@@ -7,6 +7,7 @@ pub type Interval = (i64, i64);
 /// are merged. Of intervals that start together the longest comes first, so one that
 /// rounding left with its end before its start is absorbed rather than counted.
 pub fn merge(mut intervals: Vec<Interval>) -> Vec<Interval> {
+    // The stable sort: it finds the runs that events come in, already in order.
     intervals.sort_by_key(|&(start, end)| (start, std::cmp::Reverse(end)));
     let mut out: Vec<Interval> = Vec::with_capacity(intervals.len());
     for (start, end) in intervals {
