@@ -13,6 +13,15 @@ mod writers;
 
 use pyo3::prelude::*;
 
+/// Rust's allocations in the module (not Python's or torch's: mimalloc is built without
+/// overriding `malloc`) go to mimalloc, which keeps freed pages for the next call. With
+/// glibc's `malloc`, each analysis of the same snapshot in one process gave the
+/// megabytes it grew back to the kernel and faulted them in again next time — 1,600
+/// page faults per `analyze_snapshot` of `lm_fullstep_ctx128`, a third of its time
+/// here (bench/README.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The native module, re-exported by the `gpuscope` Python package.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
