@@ -27,6 +27,9 @@ Issue #6. Three parts, every side in its own child process (``_measure.run_child
    * ``pickle.load(open(path, 'rb'))`` + ``torch.cuda._memory_viz.segsum(data)``, each of
      the two timed as well
 
+   with the minor page faults each call took (``getrusage``): memory the allocator gave
+   back to the kernel after one call and takes again in the next.
+
    Target: rival / gpuscope >= 5x (worst case: the fastest rival run against the slowest
    gpuscope run; the medians beside it).
 
@@ -72,6 +75,7 @@ import json
 import math
 import os
 import pickle
+import resource
 import shutil
 import statistics
 import sys
@@ -178,25 +182,36 @@ def run_inproc(path: str, reps: int) -> dict[str, Any]:
 
     import_s = time.perf_counter() - t0
 
+    def minor_faults() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
     def ours() -> tuple[float, dict[str, Any]]:
+        f = minor_faults()
         t = time.perf_counter()
         report = gpuscope.analyze_snapshot(path)
-        return time.perf_counter() - t, report
+        elapsed = time.perf_counter() - t
+        faults["gpuscope"].append(minor_faults() - f)
+        return elapsed, report
 
     def theirs() -> tuple[float, float, dict[str, Any], str]:
+        f = minor_faults()
         t = time.perf_counter()
-        with open(path, "rb") as f:
-            data = pickle.load(f)
+        with open(path, "rb") as file:
+            data = pickle.load(file)
         t_load = time.perf_counter()
         text: str = viz.segsum(data)  # type: ignore[no-untyped-call]
         t_sum = time.perf_counter()
+        faults["rival"].append(minor_faults() - f)
         return t_load - t, t_sum - t_load, data, text
 
+    faults: dict[str, list[int]] = {"gpuscope": [], "rival": []}
     _, report = ours()
     _, _, data, text = theirs()
     exact = exact_totals(data, viz._block_extra)
     del data
     times: dict[str, list[float]] = {"gpuscope": [], "load": [], "segsum": []}
+    for counts in faults.values():
+        counts.clear()
     for i in range(reps):
         for side in ("ours", "theirs") if i % 2 == 0 else ("theirs", "ours"):
             if side == "ours":
@@ -208,6 +223,7 @@ def run_inproc(path: str, reps: int) -> dict[str, Any]:
     return {
         "import_s": import_s,
         "times": times,
+        "faults": faults,
         "exact": exact,
         "segsum_tail": [ln for ln in text.splitlines() if ln.startswith(VIZ_KEYS)],
         "api_stats": report["stats"],
@@ -405,7 +421,10 @@ def real_snapshot(
         print(f"{label:<33} {len(xs):>4} {med * 1e3:>10.1f} {span:>17} {med / g_med:>9.2f}x")
     note(
         f"(one child; imports not timed: {ip['import_s']:.2f} s; one untimed run of each "
-        f"first, then alternating; {ip['versions']}; child peak RSS {ip['vmhwm_mb']:.0f} MB)"
+        f"first, then alternating; {ip['versions']}; child peak RSS {ip['vmhwm_mb']:.0f} MB; "
+        f"minor page faults per call, median: analyze_snapshot "
+        f"{statistics.median(ip['faults']['gpuscope']):,.0f}, pickle.load + segsum "
+        f"{statistics.median(ip['faults']['rival']):,.0f})"
     )
     print()
     g, v = s["gpuscope"], s["viz"]

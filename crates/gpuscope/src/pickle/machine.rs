@@ -154,11 +154,9 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
                 [NONE, ..] => (Value::None, 1),
                 [NEWTRUE, ..] => (Value::Bool(true), 1),
                 [NEWFALSE, ..] => (Value::Bool(false), 1),
-                [MARK, ref rest @ ..] => {
-                    if let Some(len) = run_length(rest) {
-                        if self.list_from_run(len)? {
-                            continue;
-                        }
+                [MARK, ..] => {
+                    if self.list_from_run()? {
+                        continue;
                     }
                     self.marks.push((self.stack.len(), self.input.pos()));
                     self.input.consume(1);
@@ -179,13 +177,23 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         }
     }
 
-    /// Applies MARK, the `len` bytes of memo fetches after it and the APPENDS after them,
+    /// Applies MARK, the memo fetches after it and the APPENDS after them (a run, whole in
+    /// the buffer),
     /// when the list on top of the stack is new and empty (torch's list of frames of a
     /// trace entry): the fetches' values come from [`Runs`], and when the run was met
     /// before and the fold declines items for good, they are not offered again. `false`,
     /// with nothing applied, when the list does not fit or the run names a key the memo
     /// does not have (the opcode loop then reports it).
-    fn list_from_run(&mut self, len: usize) -> Result<bool, Fail> {
+    fn list_from_run(&mut self) -> Result<bool, Fail> {
+        // Most MARKs open the items of a dict (a trace entry): no run to look up there.
+        if !matches!(self.stack.last(), Some(Value::List(_))) {
+            return Ok(false);
+        }
+        let rest = self.input.buffered().get(1..).unwrap_or_default();
+        let known = self.runs.known(rest, &self.memo);
+        let Some(len) = known.map(|(_, len)| len).or_else(|| run_length(rest)) else {
+            return Ok(false);
+        };
         self.complete_run_list()?;
         let list = match self.stack.last() {
             Some(&Value::List(id)) if self.stack.len() > self.fence() => id,
@@ -194,9 +202,16 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         if !self.arena.is_empty_seq(list) {
             return Ok(false);
         }
-        let bytes = self.input.buffered().get(1..=len).unwrap_or_default();
-        let Some(run) = self.runs.find(bytes, &self.memo) else {
-            return Ok(false);
+        let run = match known {
+            Some((run, _)) => run,
+            None => {
+                let rest = self.input.buffered().get(1..).unwrap_or_default();
+                let bytes = rest.get(..len).unwrap_or_default();
+                match self.runs.find(bytes, rest, &self.memo) {
+                    Some(run) => run,
+                    None => return Ok(false),
+                }
+            }
         };
         // Errors from here on are the APPENDS's.
         self.at = self.input.pos() + 1 + len as u64;
