@@ -638,16 +638,27 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
     /// Offers `value`, about to be stored into `into`, to the fold; what to store
     /// instead, if anything (the stack is written only then: rewriting every item with
     /// itself costs a store-forwarding stall per item).
-    #[inline]
+    #[inline(always)]
     fn offer(
         &mut self,
         key: Option<Value>,
         value: Value,
         into: Value,
     ) -> Result<Option<Value>, Fail> {
+        // Most values stored are numbers and strings: no call for those.
         if !matches!(value, Value::List(_) | Value::Tuple(_) | Value::Dict(_)) {
             return Ok(None);
         }
+        self.offer_container(key, value, into)
+    }
+
+    /// [`Machine::offer`] of a list, tuple or dict.
+    fn offer_container(
+        &mut self,
+        key: Option<Value>,
+        value: Value,
+        into: Value,
+    ) -> Result<Option<Value>, Fail> {
         let resolved = self.arena.resolve(value);
         if let Value::Folded(_) = resolved {
             return Ok(Some(resolved));
