@@ -15,10 +15,10 @@ use pyo3::prelude::*;
 
 /// Rust's allocations in the module (not Python's or torch's: mimalloc is built without
 /// overriding `malloc`) go to mimalloc, which keeps freed pages for the next call. With
-/// glibc's `malloc`, each analysis of the same snapshot in one process gave the
-/// megabytes it grew back to the kernel and faulted them in again next time — 1,600
-/// page faults per `analyze_snapshot` of `lm_fullstep_ctx128`, a third of its time
-/// here (bench/README.md).
+/// glibc's `malloc`, each analysis in a process gave the megabytes it grew back to the
+/// kernel and faulted them in again the next time: 1,568 page faults per
+/// `analyze_snapshot` of lm_fullstep_ctx128, ~30 % of its time (bench/README.md,
+/// "The Python module's allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -178,12 +178,11 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
     }
 
     /// Applies MARK, the memo fetches after it and the APPENDS after them (a run, whole in
-    /// the buffer),
-    /// when the list on top of the stack is new and empty (torch's list of frames of a
-    /// trace entry): the fetches' values come from [`Runs`], and when the run was met
-    /// before and the fold declines items for good, they are not offered again. `false`,
-    /// with nothing applied, when the list does not fit or the run names a key the memo
-    /// does not have (the opcode loop then reports it).
+    /// the buffer) when the list on top of the stack is new and empty (torch's list of
+    /// frames of a trace entry): the fetches' values come from [`Runs`], and when the run
+    /// was met before and the fold declines items for good, they are not offered again.
+    /// `false`, with nothing applied, when there is no run, the list does not fit or the
+    /// run names a key the memo does not have (the opcode loop then reports it).
     fn list_from_run(&mut self) -> Result<bool, Fail> {
         // Most MARKs open the items of a dict (a trace entry): no run to look up there.
         if !matches!(self.stack.last(), Some(Value::List(_))) {
@@ -206,8 +205,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             Some((run, _)) => run,
             None => {
                 let rest = self.input.buffered().get(1..).unwrap_or_default();
-                let bytes = rest.get(..len).unwrap_or_default();
-                match self.runs.find(bytes, rest, &self.memo) {
+                match self.runs.find(rest, len, &self.memo) {
                     Some(run) => run,
                     None => return Ok(false),
                 }

@@ -79,11 +79,12 @@ impl Runs {
             .map(|k| (k.run, len(k)))
     }
 
-    /// The run `bytes` (memo fetches only, see [`run_length`]) at the start of `rest`,
-    /// added if new; `None` if it names a key the memo does not have (the opcode loop then
-    /// reports it) or there is no room left to remember it.
-    pub(crate) fn find(&mut self, bytes: &[u8], rest: &[u8], memo: &Memo) -> Option<Run> {
+    /// The run of the first `len` bytes of `rest` (the bytes after a MARK; memo fetches
+    /// only, see [`run_length`]), added if new; `None` if it names a key the memo does not
+    /// have (the opcode loop then reports it) or there is no room left to remember it.
+    pub(crate) fn find(&mut self, rest: &[u8], len: usize, memo: &Memo) -> Option<Run> {
         self.forget_if_changed(memo);
+        let bytes = rest.get(..len)?;
         if let Some(&(number, start, end)) = self.index.get(bytes) {
             return Some(Run {
                 number,
@@ -196,22 +197,22 @@ mod tests {
         memo.put(1, Value::Str(StrId(8)));
         let mut runs = Runs::default();
         let run = b"h\x01h\x00";
-        let first = runs.find(run, run, &memo).unwrap();
+        let first = runs.find(run, run.len(), &memo).unwrap();
         assert!(!first.seen);
         assert_eq!(
             runs.values(&first),
             [Value::Str(StrId(8)), Value::Str(StrId(7))]
         );
-        let again = runs.find(run, run, &memo).unwrap();
+        let again = runs.find(run, run.len(), &memo).unwrap();
         assert!(again.seen);
         assert_eq!(again.number, first.number);
         memo.put(1, Value::None);
-        let after = runs.find(run, run, &memo).unwrap();
+        let after = runs.find(run, run.len(), &memo).unwrap();
         assert!(!after.seen);
         assert_ne!(after.number, first.number);
         assert_eq!(runs.values(&after), [Value::None, Value::Str(StrId(7))]);
         assert!(
-            runs.find(b"h\x05", b"h\x05", &memo).is_none(),
+            runs.find(b"h\x05", 2, &memo).is_none(),
             "key 5 is not in the memo"
         );
     }
@@ -227,7 +228,7 @@ mod tests {
         let rest = [fetches.as_slice(), b"e0"].concat();
         let mut runs = Runs::default();
         assert!(runs.known(&rest, &memo).is_none(), "nothing added yet");
-        let run = runs.find(&fetches, &rest, &memo).unwrap();
+        let run = runs.find(&rest, fetches.len(), &memo).unwrap();
         let (known, len) = runs.known(&rest, &memo).unwrap();
         assert_eq!((known.number, known.seen, len), (run.number, true, 80));
         assert_eq!(runs.values(&known).len(), 40);
