@@ -378,7 +378,26 @@ impl Sleeper {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        Sleeper(cmd.spawn().expect("sleep"))
+        let sleeper = Sleeper(cmd.spawn().expect("sleep"));
+        // `spawn` returns once the child has called exec, but the kernel fills in where
+        // the new environment is a moment later: until then `/proc/PID/environ` reads
+        // empty, and under load the test could look in that moment.
+        let environ = format!("/proc/{}/environ", sleeper.0.id());
+        let set = |text: &[u8]| {
+            env.iter().all(|(k, v)| {
+                let entry = format!("{k}={v}");
+                text.split(|&b| b == 0).any(|e| e == entry.as_bytes())
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read(&environ).is_ok_and(|text| set(&text)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{environ} never showed {env:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        sleeper
     }
 }
 
