@@ -182,6 +182,8 @@ def run_inproc(path: str, reps: int) -> dict[str, Any]:
 
     import_s = time.perf_counter() - t0
 
+    faults: dict[str, list[int]] = {"gpuscope": [], "rival": []}
+
     def minor_faults() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
@@ -204,7 +206,6 @@ def run_inproc(path: str, reps: int) -> dict[str, Any]:
         faults["rival"].append(minor_faults() - f)
         return t_load - t, t_sum - t_load, data, text
 
-    faults: dict[str, list[int]] = {"gpuscope": [], "rival": []}
     _, report = ours()
     _, _, data, text = theirs()
     exact = exact_totals(data, viz._block_extra)

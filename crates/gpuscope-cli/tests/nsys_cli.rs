@@ -8,6 +8,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use common::{stderr_of, stdout_of};
@@ -389,13 +390,10 @@ impl Sleeper {
                 text.split(|&b| b == 0).any(|e| e == entry.as_bytes())
             })
         };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(10);
         while !std::fs::read(&environ).is_ok_and(|text| set(&text)) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{environ} never showed {env:?}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert!(Instant::now() < deadline, "{environ} never showed {env:?}");
+            std::thread::sleep(Duration::from_millis(5));
         }
         sleeper
     }
