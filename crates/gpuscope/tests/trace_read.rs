@@ -100,3 +100,64 @@ fn kernel_times_are_nanoseconds_of_the_microsecond_fields() {
         first["name"].as_str().unwrap()
     );
 }
+
+/// A JSON decimal of microseconds as nanoseconds, by integer arithmetic on all its digits
+/// (rounded half up): the oracle for the reader's conversion.
+fn decimal_ns(text: &str) -> i128 {
+    let (negative, digits) = text
+        .strip_prefix('-')
+        .map_or((false, text), |rest| (true, rest));
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    assert!(!text.contains(['e', 'E']), "{text}: an exponent");
+    let all: i128 = format!("{whole}{fraction}").parse().unwrap();
+    let places = fraction.len() as u32;
+    let ns = if places <= 3 {
+        all * 10i128.pow(3 - places)
+    } else {
+        let unit = 10i128.pow(places - 3);
+        (all + unit / 2) / unit
+    };
+    if negative {
+        -ns
+    } else {
+        ns
+    }
+}
+
+#[test]
+fn nanosecond_timestamps_are_kept_to_the_nanosecond() {
+    // Its kernels start at 1.7e15 µs with three decimals: an f64 holds only quarters of a µs.
+    let name = "v100_rank0_ns_resolution.json.gz";
+    let trace = read_trace(
+        &common::shared_data(&format!("traces/{name}")),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let file = std::fs::File::open(common::shared_data(&format!("traces/{name}"))).unwrap();
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(file)
+        .read_to_string(&mut text)
+        .unwrap();
+    type Raw = Box<serde_json::value::RawValue>;
+    let doc: BTreeMap<String, Raw> = serde_json::from_str(&text).unwrap();
+    let events: Vec<BTreeMap<String, Raw>> =
+        serde_json::from_str(doc["traceEvents"].get()).unwrap();
+    let want: Vec<(i128, i128)> = events
+        .iter()
+        .filter(|e| e.get("ph").map(|p| p.get()) == Some(r#""X""#))
+        .filter(|e| e.get("cat").map(|c| c.get()) == Some(r#""kernel""#))
+        .map(|e| (decimal_ns(e["ts"].get()), decimal_ns(e["dur"].get())))
+        .collect();
+    let got: Vec<(i128, i128)> = (0..trace.events.kind.len())
+        .filter(|&i| trace.events.kind[i] == Kind::Kernel)
+        .map(|i| (trace.events.ts[i].into(), trace.events.dur[i].into()))
+        .collect();
+    assert!(want.len() > 1000, "{} kernels", want.len());
+    let sub_quarter = want.iter().filter(|(ts, _)| ts % 250 != 0).count();
+    assert!(
+        sub_quarter > want.len() / 2,
+        "{sub_quarter} of {}",
+        want.len()
+    );
+    assert_eq!(got, want);
+}

@@ -324,9 +324,9 @@ struct RawEvent<'a> {
     #[serde(default, borrow)]
     name: Option<Text<'a>>,
     #[serde(default)]
-    ts: Option<Number>,
+    ts: Option<Micros>,
     #[serde(default)]
-    dur: Option<Number>,
+    dur: Option<Micros>,
     #[serde(default)]
     pid: Option<Number>,
     #[serde(default)]
@@ -501,14 +501,64 @@ impl Number {
 
 /// Largest timestamp or duration kept, µs: twice it in nanoseconds still fits an `i64`
 /// (about 146 years; today's Unix time is 1.8e15 µs).
-const MAX_US: f64 = 4.6e15;
+const MAX_US: u64 = 4_600_000_000_000_000;
 
-/// Microseconds (Kineto's unit, fractional on newer versions) to nanoseconds. The whole
-/// microseconds are scaled as an integer: `us * 1000.0` in floating point would blur a
-/// timestamp of 1.7e15 µs by hundreds of ns.
-fn ns(us: f64) -> i64 {
-    let whole = us.trunc();
-    whole as i64 * 1000 + ((us - whole) * 1000.0).round() as i64
+/// A time in microseconds, Kineto's unit, as whole nanoseconds. Read from the number's
+/// text: as an `f64`, a Unix-epoch timestamp (1.7e15 µs) keeps only quarter microseconds,
+/// and newer Kineto writes nanoseconds (`1712195495519689.047`).
+#[derive(Clone, Copy)]
+enum Micros {
+    Ns(i64),
+    /// Beyond [`MAX_US`] either way.
+    OutOfRange,
+    /// Not a number (nor a label ending in one).
+    Invalid,
+}
+
+impl<'de> Deserialize<'de> for Micros {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Micros, D::Error> {
+        let raw = <&RawValue>::deserialize(d)?.get();
+        if let Some(micros) = Micros::of_decimal(raw) {
+            return Ok(micros);
+        }
+        // An exponent, a string, anything else: as any other number of an event.
+        let number = serde_json::from_str::<Number>(raw).map_err(de::Error::custom)?;
+        Ok(match number.0 {
+            None => Micros::Invalid,
+            Some(us) if us.abs() > MAX_US as f64 => Micros::OutOfRange,
+            Some(us) => {
+                // The whole microseconds scaled as an integer: `us * 1000.0` would blur.
+                let whole = us.trunc();
+                Micros::Ns(whole as i64 * 1000 + ((us - whole) * 1000.0).round() as i64)
+            }
+        })
+    }
+}
+
+impl Micros {
+    /// A plain JSON decimal (`-`, digits, `.` and digits; no exponent), exactly; `None`
+    /// for other text. Digits past the nanosecond are rounded half away from zero.
+    fn of_decimal(text: &str) -> Option<Micros> {
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+        let decimal = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if whole.is_empty() || !decimal(whole) || !decimal(fraction) {
+            return None;
+        }
+        let Some(us) = whole.parse::<u64>().ok().filter(|&us| us <= MAX_US) else {
+            return Some(Micros::OutOfRange);
+        };
+        let mut sub = [b'0'; 4];
+        for (to, from) in sub.iter_mut().zip(fraction.bytes()) {
+            *to = from;
+        }
+        let ns_digits = sub[..3].iter().fold(0, |n, d| n * 10 + i64::from(d - b'0'));
+        let ns = us as i64 * 1000 + ns_digits + i64::from(sub[3] >= b'5');
+        Some(Micros::Ns(if negative { -ns } else { ns }))
+    }
 }
 
 /// `json` without the whitespace between its tokens (`[[4096, 100], []]` →
@@ -548,28 +598,25 @@ fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
         Phase::Missing => return Parsed::Dropped("no phase (ph)"),
         Phase::Unknown => return Parsed::Dropped("unknown phase"),
     };
-    let Some(ts) = raw.ts.and_then(|t| t.0) else {
-        return Parsed::Dropped("no timestamp (ts)");
+    let ts = match raw.ts {
+        Some(Micros::Ns(ts)) => ts,
+        Some(Micros::OutOfRange) => return Parsed::Dropped("timestamp (ts) out of range"),
+        Some(Micros::Invalid) | None => return Parsed::Dropped("no timestamp (ts)"),
     };
-    if ts.abs() > MAX_US {
-        return Parsed::Dropped("timestamp (ts) out of range");
-    }
-    if raw.dur.and_then(|d| d.0).is_some_and(|d| d > MAX_US) {
-        return Parsed::Dropped("duration (dur) out of range");
-    }
-    let dur = match (kind, raw.dur.and_then(|d| d.0)) {
-        (Kind::Memory, _) => 0.0,
-        (_, Some(d)) if d < 0.0 => return Parsed::Dropped("negative duration"),
-        (_, Some(d)) => d,
-        (_, None) => return Parsed::Dropped("no duration (dur)"),
+    let dur = match (kind, raw.dur) {
+        (Kind::Memory, _) => 0,
+        (_, Some(Micros::OutOfRange)) => return Parsed::Dropped("duration (dur) out of range"),
+        (_, Some(Micros::Ns(d))) if d < 0 => return Parsed::Dropped("negative duration"),
+        (_, Some(Micros::Ns(d))) => d,
+        (_, Some(Micros::Invalid) | None) => return Parsed::Dropped("no duration (dur)"),
     };
     let args = raw.args.unwrap_or_default();
     Parsed::Usable(Usable {
         event: Event {
             kind,
             name: 0,
-            ts: ns(ts),
-            dur: ns(dur),
+            ts,
+            dur,
             pid: Number::int(raw.pid),
             tid: Number::int(raw.tid),
             stream: Number::int(args.stream),
@@ -640,5 +687,31 @@ mod tests {
         let mut out = String::new();
         compact_json("[[4096, 100],\n [], [\"a b\\\" c\"]]", &mut out);
         assert_eq!(out, r#"[[4096,100],[],["a b\" c"]]"#);
+    }
+
+    #[test]
+    fn times_are_read_to_the_nanosecond_from_their_text() {
+        let read = |text: &str| serde_json::from_str::<Micros>(text).unwrap();
+        let ns = |text: &str| match read(text) {
+            Micros::Ns(ns) => ns,
+            _ => panic!("{text}: not read as a time"),
+        };
+        // As an f64 this is 1712195495519689.0: the 47 ns are lost.
+        assert_eq!(ns("1712195495519689.047"), 1_712_195_495_519_689_047);
+        assert_eq!(ns("1712195495519689"), 1_712_195_495_519_689_000);
+        assert_eq!(ns("2.5"), 2_500);
+        assert_eq!(ns("0.0004"), 0);
+        assert_eq!(ns("0.0005"), 1);
+        assert_eq!(ns("-1.0005"), -1_001);
+        assert_eq!(ns("1.5e3"), 1_500_000);
+        assert_eq!(ns(r#""stream 7""#), 7_000);
+        assert!(matches!(read("4600000000000001"), Micros::OutOfRange));
+        assert!(matches!(read("-5e15"), Micros::OutOfRange));
+        assert!(matches!(
+            read("99999999999999999999999"),
+            Micros::OutOfRange
+        ));
+        assert!(matches!(read("null"), Micros::Invalid));
+        assert!(matches!(read("[1]"), Micros::Invalid));
     }
 }
