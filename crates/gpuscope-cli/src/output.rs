@@ -20,6 +20,24 @@ pub fn open(path: Option<&Path>) -> Result<Box<dyn Write>, Failure> {
     })
 }
 
+/// Refuses an output file that is one of the command's inputs: the input is read first,
+/// but the report written over it would leave nothing to read again.
+pub fn not_an_input(output: Option<&Path>, inputs: &[&Path]) -> Result<(), Failure> {
+    let Some(output) = output else {
+        return Ok(());
+    };
+    if inputs
+        .iter()
+        .any(|input| same_file::is_same_file(output, input).unwrap_or(false))
+    {
+        return Err(Failure::Usage(format!(
+            "{}: the output file is an input; writing there would replace it",
+            output.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Columns available for text: the terminal's width, or 80 when not writing to one.
 pub fn text_width() -> u16 {
     if io::stdout().is_terminal() {

@@ -178,6 +178,21 @@ fn a_file_that_is_no_nvidia_smi_output_exits_2() {
 }
 
 #[test]
+fn an_empty_saved_output_exits_2_even_without_require_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [("empty.txt", ""), ("blank.txt", "\n  \n")] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = gpuscope()
+            .args(["monitor", "--once", "--from"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(one_error_line(&out).contains("the file is empty"), "{name}");
+    }
+}
+
+#[test]
 fn log_jsonl_and_csv_hold_every_sample() {
     let dir = tempfile::tempdir().unwrap();
     let jsonl = dir.path().join("gpu.jsonl");

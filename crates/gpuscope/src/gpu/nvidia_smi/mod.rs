@@ -17,13 +17,20 @@ use crate::model::gpu::GpuSample;
 /// `--query-gpu` CSV (with or without header and units), told apart by their first bytes.
 pub fn parse_saved(text: &str) -> Result<Vec<GpuSample>, String> {
     let start = text.trim_start();
-    if start.starts_with("<?xml") || start.starts_with("<nvidia_smi_log") {
+    if start.is_empty() {
+        return Err("the file is empty".into());
+    }
+    let gpus = if start.starts_with("<?xml") || start.starts_with("<nvidia_smi_log") {
         xml::parse(text)
     } else if text.lines().any(|l| l.starts_with("|===")) {
         table::parse(text)
     } else {
         query_csv::parse_gpus(text)
+    }?;
+    if gpus.is_empty() {
+        return Err("no GPU in it".into());
     }
+    Ok(gpus)
 }
 
 /// The `nvidia-smi` on PATH.

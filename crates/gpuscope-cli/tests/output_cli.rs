@@ -1,0 +1,93 @@
+//! `-o FILE` naming one of the command's inputs: refused before anything is written, so the
+//! input survives (the report would have replaced it).
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use common::one_error_line;
+
+mod common;
+
+fn shared(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel)
+}
+
+/// A writable copy of a shared file in `dir`.
+fn copy(rel: &str, dir: &Path) -> PathBuf {
+    let to = dir.join(Path::new(rel).file_name().unwrap());
+    std::fs::copy(shared(rel), &to).unwrap();
+    let mut permissions = std::fs::metadata(&to).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    permissions.set_readonly(false);
+    std::fs::set_permissions(&to, permissions).unwrap();
+    to
+}
+
+/// Runs `gpuscope ARGS` where `input` is one of the inputs and the output is `output`
+/// (the same file, spelled another way): exit 2, one line, and the input unchanged.
+fn refused(args: &[&str], input: &Path, output: &Path) {
+    let before = std::fs::read(input).unwrap();
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .args(args)
+        .arg("-o")
+        .arg(output)
+        .output()
+        .unwrap();
+    let line = one_error_line(&out);
+    assert!(line.contains("the output file is an input"), "{line}");
+    assert_eq!(std::fs::read(input).unwrap(), before, "{args:?}");
+}
+
+#[test]
+fn an_input_is_never_written_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let again = |p: &Path| d.join(".").join(p.file_name().unwrap());
+    let arg = |p: &Path| p.to_str().unwrap().to_owned();
+
+    let trace = copy("traces/alexnet_single_gpu.json.gz", d);
+    refused(&["trace", &arg(&trace)], &trace, &again(&trace));
+    let other = copy("traces/sampled_rank0.json.gz", d);
+    refused(
+        &["trace", &arg(&trace), "--diff", &arg(&other)],
+        &other,
+        &other,
+    );
+
+    let snapshot = copy("snapshots/finetune_no_timestamps.pickle", d);
+    refused(&["snapshot", &arg(&snapshot)], &snapshot, &again(&snapshot));
+
+    let log = copy("logs/tensor_profile_20260128_140205.log", d);
+    refused(
+        &["report", &arg(&log), "--format", "html"],
+        &log,
+        &again(&log),
+    );
+
+    let events = copy(
+        "tfevents/pytorch_unet__events.out.tfevents.1738277380.wn44.22511.0",
+        d,
+    );
+    refused(&["tb", &arg(&events)], &events, &events);
+}
+
+#[test]
+fn monitor_never_logs_over_the_file_it_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = copy("nvidia-smi/nvidia_gpu_exporter__query.csv.txt", dir.path());
+    let before = std::fs::read(&saved).unwrap();
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .args(["monitor", "--once", "--from"])
+        .arg(&saved)
+        .arg("--log")
+        .arg(&saved)
+        .output()
+        .unwrap();
+    let line = one_error_line(&out);
+    assert!(line.contains("the output file is an input"), "{line}");
+    assert_eq!(std::fs::read(&saved).unwrap(), before);
+}
