@@ -124,7 +124,7 @@ def test_signal_ends_command_promptly(
 
 
 @pytest.mark.parametrize("via", VIAS)
-@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("fmt", ["text", "json", "csv"])
 def test_closed_pipe_is_quiet_success(
     many_tags_dir: Path, command: Command, via: str, fmt: str, tmp_path: Path
 ) -> None:

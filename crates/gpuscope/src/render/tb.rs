@@ -261,7 +261,8 @@ pub fn json(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
 /// CSV rows `run,tag,kind,step,wall_time,value` for every kept scalar and text value.
 pub fn csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
     let mut w = ::csv::Writer::from_writer(out);
-    w.write_record(["run", "tag", "kind", "step", "wall_time", "value"])?;
+    w.write_record(["run", "tag", "kind", "step", "wall_time", "value"])
+        .map_err(super::csv_io)?;
     for s in &data.series {
         let numbers = s
             .points
@@ -279,7 +280,8 @@ pub fn csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
                 &step.to_string(),
                 &wall_time.to_string(),
                 &value,
-            ])?;
+            ])
+            .map_err(super::csv_io)?;
         }
     }
     w.flush()

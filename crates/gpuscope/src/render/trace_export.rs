@@ -155,13 +155,15 @@ pub fn write_csv(tables: &[Table], out: &mut dyn Write) -> io::Result<()> {
     let Some(first) = tables.first() else {
         return w.flush();
     };
-    w.write_record(first.columns.iter().map(|(name, _)| *name))?;
+    w.write_record(first.columns.iter().map(|(name, _)| *name))
+        .map_err(super::csv_io)?;
     for table in tables {
         for row in 0..table.rows() {
             w.write_record(table.columns.iter().map(|(_, values)| match values {
                 Values::Int(v) => v[row].map(|x| x.to_string()).unwrap_or_default(),
                 Values::Text(v) => v[row].clone(),
-            }))?;
+            }))
+            .map_err(super::csv_io)?;
         }
     }
     w.flush()
