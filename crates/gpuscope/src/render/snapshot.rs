@@ -8,7 +8,7 @@ use super::{bytes, paragraph, right_align, signed_bytes, table};
 use crate::analysis::snapshot::diff::SnapshotDiff;
 use crate::analysis::snapshot::fragmentation::Fragmentation;
 use crate::analysis::snapshot::replay::DeviceReplay;
-use crate::analysis::snapshot::sites::SiteBytes;
+use crate::analysis::snapshot::sites::{SiteBytes, FRAME_SEPARATOR};
 use crate::analysis::snapshot::stats::{Group, Stats};
 use crate::analysis::snapshot::SnapshotReport;
 
@@ -201,13 +201,26 @@ fn sites(out: &mut dyn Write, title: &str, list: &[SiteBytes], width: u16) -> io
     t.set_header(vec!["call site", "bytes", "allocs"]);
     for s in list {
         t.add_row(vec![
-            clip_left(&s.site, SITE_COLUMN),
+            site_cell(&s.site, SITE_COLUMN),
             bytes(s.bytes),
             s.count.to_string(),
         ]);
     }
     right_align(&mut t, &[1, 2]);
     writeln!(out, "{t}")
+}
+
+/// A site for a table cell `width` wide: a frame a line, each cut from the left (the
+/// innermost frame, which tells sites apart, comes first).
+fn site_cell(site: &str, width: usize) -> String {
+    site.split(FRAME_SEPARATOR)
+        .enumerate()
+        .map(|(i, frame)| match i {
+            0 => clip_left(frame, width),
+            _ => format!("< {}", clip_left(frame, width - 2)),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A site cut from the left, so the file name and line stay: `…/train.py:40 step`.
@@ -331,7 +344,7 @@ pub fn diff_text(
     t.set_header(vec!["call site", "A", "B", "B − A"]);
     for c in d.changed.iter().take(DIFF_ROWS) {
         t.add_row(vec![
-            clip_left(&c.site, SITE_COLUMN - 10),
+            site_cell(&c.site, SITE_COLUMN - 10),
             bytes(c.before_bytes),
             bytes(c.after_bytes),
             signed_bytes(c.delta_bytes),
@@ -351,7 +364,7 @@ pub fn diff_text(
 
 #[cfg(test)]
 mod tests {
-    use super::clip_left;
+    use super::{clip_left, site_cell};
 
     #[test]
     fn sites_keep_their_file_and_line_when_cut() {
@@ -359,5 +372,15 @@ mod tests {
         let cut = clip_left("/very/long/path/train.py:40 step", 16);
         assert_eq!(cut, "…rain.py:40 step");
         assert_eq!(cut.chars().count(), 16);
+    }
+
+    #[test]
+    fn each_frame_of_a_site_keeps_its_file_and_line() {
+        let site = "/home/u/project/model/train_loop.py:82 step < /home/u/project/run.py:3 main";
+        assert_eq!(
+            site_cell(site, 24),
+            "…l/train_loop.py:82 step\n< …project/run.py:3 main"
+        );
+        assert_eq!(site_cell("a.py:1 f", 24), "a.py:1 f");
     }
 }

@@ -141,9 +141,12 @@ impl<'a> Sites<'a> {
             .iter()
             .map(|f| format!("{}:{} {}", names.get(f.filename), f.line, names.get(f.name)))
             .collect::<Vec<_>>()
-            .join(" < ")
+            .join(FRAME_SEPARATOR)
     }
 }
+
+/// Between the frames of a site of several (`--frames N`), innermost first.
+pub const FRAME_SEPARATOR: &str = " < ";
 
 /// Bytes and allocations of one site.
 #[derive(Debug, Clone, Serialize, PartialEq)]
