@@ -146,6 +146,67 @@ def test_broken_optimizer_state(tmp_path: Path, breakage: str) -> None:
         assert r["categories_bytes"]["parameters"] == params_bytes(model)
 
 
+def train_with_sections(
+    scope: gpuscope.MemoryProfiler, model: nn.Module, opt: torch.optim.Optimizer, iters: int
+) -> list[float]:
+    """A real loop whose forward and backward are timed sections; returns its losses."""
+    torch.manual_seed(1)
+    x = torch.randn(32, 32)
+    losses = []
+    for it in range(iters):
+        with scope.section("forward"):
+            loss = model(x).pow(2).mean()
+        with scope.section("backward"):
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        scope.step(it, loss=loss)
+        losses.append(float(loss.item()))
+    return losses
+
+
+def test_lazy_model_is_counted_once_materialised(tmp_path: Path) -> None:
+    """``LazyLinear``'s parameters have no storage before the first forward: a census then
+    (a record, a section on iteration 0) leaves them out instead of failing."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.LazyLinear(16), nn.ReLU(), nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with caught_warnings() as caught:
+        scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=5)
+        before = scope.record(-1)
+        losses = train_with_sections(scope, model, opt, 20)
+        scope.close()
+    assert not gpuscope_warnings(caught), [str(w.message) for w in caught]
+    assert losses[-1] < losses[0]
+    assert before is not None
+    assert before["categories_bytes"]["parameters"] == params_bytes(model[2])
+    records = read_jsonl(tmp_path / "profiles" / "memory.jsonl")
+    assert [r["iteration"] for r in records] == [-1, 0, 5, 10, 15]
+    for r in records[1:]:
+        assert r["categories_bytes"]["parameters"] == params_bytes(model)
+        assert set(r["sections"]) == {"forward", "backward"}
+    # Iteration 0's forward materialised the lazy layer: its section added those bytes.
+    assert records[1]["sections"]["forward"]["net_bytes"] == params_bytes(model[0])
+
+
+def test_census_failure_inside_a_section_costs_one_warning(tmp_path: Path) -> None:
+    """An LR scheduler passed as ``optimizer=`` has no ``state``: the census fails at the
+    section's start on a recorded iteration and in every record. Training goes on, the
+    sections are still timed, and it is said once."""
+    torch.manual_seed(0)
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, 10)
+    with caught_warnings() as caught:
+        scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=scheduler, every=5)  # type: ignore[arg-type]
+        losses = train_with_sections(scope, model, opt, 20)
+        scope.close()
+    assert losses[-1] < losses[0]
+    ours = gpuscope_warnings(caught)
+    assert len(ours) == 1, [str(w.message) for w in caught]
+    assert "StepLR" in str(ours[0].message)
+
+
 def test_unreadable_loss_value_costs_one_warning(tmp_path: Path) -> None:
     model = MLP()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)

@@ -12,6 +12,10 @@ addresses and byte sizes of parameters and buffers, which gradients exist, the i
 optimizer-state tensors — is hashed in one native call per list and compared with the
 last one; the full count is redone only when it changed: after densification, an
 optimizer-state rebuild, gradients appearing or vanishing.
+
+Parameters and buffers of lazy modules (``torch.nn.LazyLinear`` before its first forward)
+have no storage yet: they are left out until they are materialised, which the census
+checks at every record while any is left.
 """
 
 from __future__ import annotations
@@ -174,6 +178,9 @@ class CensusTaker:
         self._buffer_tensors: list[torch.Tensor] = []
         self._fingerprint: tuple[Any, ...] | None = None
         self._census: Census | None = None
+        # Whether the tensor lists must be (re)made from the named lists: after these
+        # were taken, and while some of them are lazy (not materialised yet).
+        self._unfiltered = True
 
     def take(self) -> Census:
         """The census now, reusing the last one when nothing it counts has changed."""
@@ -207,15 +214,19 @@ class CensusTaker:
             groups = self.optimizer.param_groups if self.optimizer is not None else []
             params = (p for g in groups for p in g["params"])
             self._params = [(f"param{i}", p) for i, p in enumerate(params)]
-            self._param_tensors = [p for _, p in self._params]
-            return
-        if _Registrations.hooked and self._registrations == _Registrations.count:
-            return
-        self._registrations = _Registrations.count
-        self._params = list(self.model.named_parameters())
-        self._buffers = list(self.model.named_buffers())
-        self._param_tensors = [p for _, p in self._params]
-        self._buffer_tensors = [b for _, b in self._buffers]
+            self._unfiltered = True
+        elif not (_Registrations.hooked and self._registrations == _Registrations.count):
+            self._registrations = _Registrations.count
+            self._params = list(self.model.named_parameters())
+            self._buffers = list(self.model.named_buffers())
+            self._unfiltered = True
+        if self._unfiltered:
+            self._param_tensors = [p for _, p in self._params if not _is_lazy(p)]
+            self._buffer_tensors = [b for _, b in self._buffers if not _is_lazy(b)]
+            # Lazy ones are materialised in place, so the lists are checked again.
+            self._unfiltered = len(self._param_tensors) < len(self._params) or len(
+                self._buffer_tensors
+            ) < len(self._buffers)
 
     def _module_of(self, name: str) -> str:
         parts = name.split(".")[:-1][: self.module_depth]
@@ -224,7 +235,7 @@ class CensusTaker:
     def _tensors(self) -> Iterator[tuple[str, str | None, str | None, torch.Tensor]]:
         """(category, name, module, tensor) for everything counted, in claim order."""
         self._refresh_lists()
-        params = self._params
+        params = [(n, p) for n, p in self._params if not _is_lazy(p)]
         names = {id(p): n for n, p in params}
         modules = {n: self._module_of(n) for n, _ in params}
         for name, p in params:
@@ -243,7 +254,8 @@ class CensusTaker:
         # Buffers are not part of the per-module figure: parameters, gradients and
         # optimizer state are what a module costs to train.
         for name, b in self._buffers:
-            yield "buffers", name, None, b
+            if not _is_lazy(b):
+                yield "buffers", name, None, b
 
     def _count(self) -> Census:
         census = Census()
@@ -261,6 +273,11 @@ class CensusTaker:
                 Counted(nbytes, category, name, dtype_name(t.dtype), t.shape, device, module)
             )
         return census
+
+
+def _is_lazy(t: torch.Tensor) -> bool:
+    """A parameter or buffer of a lazy module that has no storage yet."""
+    return torch.nn.parameter.is_lazy(t)
 
 
 def scan_heap(census: Census, device: torch.device | None = None) -> list[Counted]:

@@ -29,7 +29,7 @@ import torch
 
 from gpuscope import _native
 from gpuscope.memory.allocator import allocator_stats
-from gpuscope.memory.census import CensusTaker, scan_heap
+from gpuscope.memory.census import Census, CensusTaker, scan_heap
 from gpuscope.memory.gradients import GradientFlow
 from gpuscope.memory.nonfinite import NonfiniteCheck, Policy
 from gpuscope.memory.schedule import Schedule
@@ -110,7 +110,9 @@ class MemoryProfiler:
         self._writer: Any = None
         self._sampler: Any = None
         self._paths: list[Path] = []
-        self._sections = Sections(self.device, lambda: self.census.take().total)
+        self._sections = Sections(
+            self.device, lambda: self._take_census().total, self._section_failed
+        )
         self._gradients = GradientFlow(model, optimizer, module_depth, update_ratio)
         self._sections.measure_memory = self.schedule.due(0)
         self._nonfinite = NonfiniteCheck(
@@ -342,6 +344,8 @@ class MemoryProfiler:
         """Runs ``fn``; on failure warns the first time for ``what`` and returns None."""
         try:
             return fn(*args)
+        except _Reported:
+            return None
         except Exception as e:  # noqa: BLE001 — profiling must never stop training
             self._report_once(
                 what,
@@ -350,13 +354,36 @@ class MemoryProfiler:
             )
             return None
 
+    def _take_census(self) -> Census:
+        """The census; a failure is reported once under its own name (records and
+        sections share it, so a broken model or optimizer costs one warning) and raised
+        again as :class:`_Reported`."""
+        try:
+            return self.census.take()
+        except Exception as e:
+            self._report_once(
+                "taking the census",
+                "taking the census of model and optimizer failed "
+                f"({type(e).__name__}: {e}); training goes on, and this is reported only once",
+            )
+            raise _Reported from e
+
+    def _section_failed(self, error: Exception) -> None:
+        """A section could not measure its memory; it goes on timing."""
+        if not isinstance(error, _Reported):
+            self._report_once(
+                "measuring a section's memory",
+                f"measuring a section's memory failed ({type(error).__name__}: {error}); "
+                "training goes on, and this is reported only once",
+            )
+
     def _report_once(self, what: str, message: str) -> None:
         if what not in self._reported:
             self._reported.add(what)
             warnings.warn(f"gpuscope: {message}", RuntimeWarning, stacklevel=4)
 
     def _take(self, iteration: int, losses: Mapping[str, Any] | None, loss: Any) -> dict[str, Any]:
-        census = self.census.take()
+        census = self._take_census()
         categories: dict[str, int | None] = dict(census.categories)
         dtypes = dict(census.dtypes)
         count, census_bytes = len(census.items), census.total
@@ -436,6 +463,10 @@ class MemoryProfiler:
         beyond = heap - census_bytes
         self._floor = beyond if self._floor is None else min(self._floor, beyond)
         return beyond - self._floor
+
+
+class _Reported(Exception):
+    """A failure that has been reported already: whoever catches it stays quiet."""
 
 
 class _Nothing(contextlib.ContextDecorator, contextlib.nullcontext[None]):

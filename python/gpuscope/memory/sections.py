@@ -10,7 +10,9 @@ path (``forward/attention``) and knows its parent.
 On the iteration a record will be taken, a section also measures memory: on CUDA the
 highest allocated bytes inside it and what it left allocated; on CPU what it added to the
 census of model and optimizer (gradients, optimizer state). Between records a section
-costs about 1 µs on CPU (bench/bench_sections.py measured 1.05 µs).
+costs about 1 µs on CPU (bench/bench_sections.py measured 1.05 µs). A failure to measure
+memory is handed to the profiler's ``report`` and the section carries on without it: it
+runs inside the training loop, which it must never stop.
 """
 
 from __future__ import annotations
@@ -78,10 +80,16 @@ class Sections:
     Each thread has its own nesting: a section opened on another thread is not inside
     this one's."""
 
-    def __init__(self, device: torch.device, census_bytes: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        device: torch.device,
+        census_bytes: Callable[[], int],
+        report: Callable[[Exception], None],
+    ) -> None:
         self.cuda = device.type == "cuda" and torch.cuda.is_available()
         self.device = device
         self._census_bytes = census_bytes
+        self._report = report
         self._timings: dict[str, _Timings] = {}
         self._local = threading.local()
         # The interval a record covers: from the end of the step that took the previous
@@ -110,7 +118,12 @@ class Sections:
         if timings is None:
             timings = self._timings[path] = _Timings(parent)
         s._timings = timings
-        s._memory = self._memory_start() if self.measure_memory else None
+        s._memory = None
+        if self.measure_memory:
+            try:
+                s._memory = self._memory_start()
+            except Exception as e:  # noqa: BLE001 — profiling must never stop training
+                self._report(e)
         stack.append(path)
         if self.cuda:
             start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
@@ -130,7 +143,10 @@ class Sections:
         if stack and stack[-1] == s._path:
             stack.pop()
         if s._memory is not None:
-            self._memory_end(t, s._memory)
+            try:
+                self._memory_end(t, s._memory)
+            except Exception as e:  # noqa: BLE001 — profiling must never stop training
+                self._report(e)
 
     def step_done(self) -> None:
         """Marks the end of an iteration (the profiler's ``step``), before a record."""
