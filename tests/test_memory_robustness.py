@@ -207,16 +207,58 @@ def test_census_failure_inside_a_section_costs_one_warning(tmp_path: Path) -> No
     assert "StepLR" in str(ours[0].message)
 
 
-def test_unreadable_loss_value_costs_one_warning(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "bad", ["not a number", None, torch.ones(3), torch.tensor(1 + 2j)], ids=repr
+)
+def test_a_bad_loss_component_is_left_out_and_the_records_kept(tmp_path: Path, bad: Any) -> None:
+    """One component that is not one number costs a warning naming it; every record is
+    still written with the other components, and the non-finite check still sees them."""
+    torch.manual_seed(0)
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.randn(32, 32)
+    losses = []
+    with caught_warnings() as caught:
+        scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=2)
+        for it in range(10):
+            mse = model(x).pow(2).mean()
+            mse.backward()
+            parts = {"mse": mse * (float("nan") if it == 7 else 1.0), "rendering": bad}
+            if scope.check_finite(it, losses=parts):
+                opt.step()
+            opt.zero_grad(set_to_none=True)
+            scope.step(it, losses=parts)
+            losses.append(float(mse.item()))
+        scope.close()
+    assert losses[-1] < losses[0]
+    ours = gpuscope_warnings(caught)
+    assert len(ours) == 2, [str(w.message) for w in ours]  # the component, the NaN
+    assert "'rendering'" in str(ours[0].message)
+    assert "non-finite values at iteration 7: loss component 'mse'" in str(ours[1].message)
+    records = read_jsonl(tmp_path / "profiles" / "memory.jsonl")
+    assert [r["iteration"] for r in records] == [0, 2, 4, 6, 8]
+    for r in records:
+        assert set(r["losses"]) == {"mse", "total"}
+        assert r["losses"]["total"] == r["losses"]["mse"]
+    assert records[0]["losses"]["mse"] == pytest.approx(losses[0])
+    events = read_jsonl(tmp_path / "profiles" / "nonfinite.jsonl")
+    assert [e["iteration"] for e in events] == [7]
+    assert events[0]["nonfinite_components"] == ["mse"]
+
+
+def test_a_bad_total_loss_is_left_out(tmp_path: Path) -> None:
     model = MLP()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     with caught_warnings() as caught:
         scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=2)
-        for it in range(10):
+        for it in range(4):
             train_step(model, opt, torch.randn(4, 32))
-            scope.step(it, losses={"rendering": "not a number"})
+            scope.step(it, losses={"mse": 0.5, "kl": 0.25}, loss=torch.ones(2))
         scope.close()
-    assert len(gpuscope_warnings(caught)) == 1
+    ours = gpuscope_warnings(caught)
+    assert len(ours) == 1 and "loss=" in str(ours[0].message)
+    records = read_jsonl(tmp_path / "profiles" / "memory.jsonl")
+    assert [r["losses"] for r in records] == [{"mse": 0.5, "kl": 0.25, "total": 0.75}] * 2
 
 
 def test_record_and_step_after_close(tmp_path: Path) -> None:

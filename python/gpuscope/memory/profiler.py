@@ -185,6 +185,7 @@ class MemoryProfiler:
         ``"continue"``. Returns whether the optimizer should step."""
         if not self.enabled:
             return True
+        losses, loss = self._usable_losses(losses, loss)
         outcome = self._guarded(
             "checking for non-finite values", self._nonfinite.check, iteration, losses, loss
         )
@@ -218,6 +219,7 @@ class MemoryProfiler:
         or if recording failed — the failure is reported once as a warning)."""
         if not self.enabled:
             return None
+        losses, loss = self._usable_losses(losses, loss)
         record: dict[str, Any] | None = self._guarded(
             "taking a record", self._take, iteration, losses, loss
         )
@@ -353,6 +355,41 @@ class MemoryProfiler:
                 "and this is reported only once",
             )
             return None
+
+    def _usable_losses(
+        self, losses: Mapping[str, Any] | None, loss: Any
+    ) -> tuple[dict[str, Any] | None, Any]:
+        """``losses`` and ``loss`` without the entries that are not one number (a string,
+        ``None``, a tensor of several elements): each is left out and named in a warning,
+        once, so that the other components and the record itself are kept."""
+        kept: dict[str, Any] | None = None
+        if losses is not None:
+            if not isinstance(losses, Mapping):
+                self._report_once(
+                    "losses=",
+                    f"losses= must map names to numbers, not {type(losses).__name__}; it is "
+                    "left out of the records, and this is reported only once",
+                )
+            else:
+                kept = {}
+                for key, value in losses.items():
+                    if _one_number(value):
+                        kept[str(key)] = value
+                    else:
+                        self._skip_loss(f"loss component {str(key)!r}", value)
+        if loss is not None and not _one_number(loss):
+            self._skip_loss("loss=", loss)
+            loss = None
+        return kept, loss
+
+    def _skip_loss(self, name: str, value: Any) -> None:
+        shape = f" of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else ""
+        self._report_once(
+            name,
+            f"{name} is not one number ({type(value).__name__}{shape}: {str(value)[:60]}); "
+            "it is left out of the records and the non-finite check, and this is reported "
+            "only once",
+        )
 
     def _take_census(self) -> Census:
         """The census; a failure is reported once under its own name (records and
@@ -494,6 +531,20 @@ def _summary_table(summaries: list[dict[str, Any]]) -> str:
 
 def _empty_system() -> dict[str, Any]:
     return {"rss_bytes": None, "heap_bytes": None, "cpu_percent": None, "ram_percent": None}
+
+
+def _one_number(value: Any) -> bool:
+    """Whether ``value`` is one real number: a one-element real tensor (read without a
+    device sync) or a float, int or numpy scalar — not a string."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1 and not value.is_complex()
+    if isinstance(value, (str, bytes)) or value is None:
+        return False
+    try:
+        float(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
 
 
 def _as_float(value: Any) -> float:
