@@ -77,6 +77,63 @@ def test_lightning_callback(tmp_path: Path) -> None:
     assert set(records[0]["modules_bytes"]) == {"net"}
 
 
+def test_lightning_callback_with_gradient_accumulation(tmp_path: Path) -> None:
+    """With ``accumulate_grad_batches=4``, ``on_train_batch_end`` runs four times per
+    optimizer step with one ``global_step``: one record per due step, whose losses are the
+    means over its four micro-batches, the total undivided (what ``training_step``
+    returned, not Lightning's ``loss / 4``)."""
+    lightning = pytest.importorskip("lightning.pytorch")
+    from gpuscope.integrations.lightning import GpuscopeCallback
+
+    accumulate = 4
+    seen: list[dict[str, float]] = []  # every micro-batch's figures, in order
+
+    class Regressor(lightning.LightningModule):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+
+        def training_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
+            x, y = batch
+            mse = nn.functional.mse_loss(self.net(x), y)
+            l2 = 1e-3 * sum(p.pow(2).sum() for p in self.parameters())
+            loss = mse + l2
+            seen.append({"total": loss.item(), "mse": mse.item(), "l2": l2.item()})
+            return {"loss": loss, "mse": mse.detach(), "l2": l2.detach()}
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    x = torch.randn(256, 8)  # 32 batches an epoch: accumulation windows never straddle one
+    data = torch.utils.data.TensorDataset(x, x.sum(dim=1, keepdim=True))
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    run_dir = tmp_path / "run"
+    trainer = lightning.Trainer(
+        max_steps=STEPS,
+        accumulate_grad_batches=accumulate,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        callbacks=[GpuscopeCallback(run_dir, every=EVERY)],
+    )
+    trainer.fit(Regressor(), loader)
+
+    assert len(seen) == STEPS * accumulate
+    records = _records(run_dir)
+    assert [r["iteration"] for r in records] == list(range(EVERY, STEPS + 1, EVERY))
+    for r in records:
+        window = seen[(r["iteration"] - 1) * accumulate : r["iteration"] * accumulate]
+        for key in ("total", "mse", "l2"):
+            expected = sum(w[key] for w in window) / accumulate
+            assert r["losses"][key] == pytest.approx(expected, rel=1e-5), key
+        assert r["losses"]["total"] == pytest.approx(
+            r["losses"]["mse"] + r["losses"]["l2"], rel=1e-5
+        )
+
+
 def test_huggingface_trainer_callback(tmp_path: Path) -> None:
     transformers = pytest.importorskip("transformers")
     from gpuscope.integrations.huggingface import GpuscopeTrainerCallback

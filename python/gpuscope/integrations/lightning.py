@@ -1,9 +1,12 @@
 """gpuscope for PyTorch Lightning: ``Trainer(callbacks=[GpuscopeCallback(every=50)])``.
 
-Records at the end of training batches, with the LightningModule as the model and the
-trainer's first optimizer; loss components are the extra one-number entries of what
-``training_step`` returns (its ``"loss"`` is the total). Works with the ``lightning`` and
-the older ``pytorch_lightning`` packages.
+Records after optimizer steps (the end of the training batch on which ``global_step``
+moved), with the LightningModule as the model and the trainer's first optimizer; loss
+components are the extra one-number entries of what ``training_step`` returns (its
+``"loss"`` is the total). With gradient accumulation, the micro-batches of one optimizer
+step make one record, whose losses are their means; the total is the undivided loss
+(Lightning hands callbacks ``loss / accumulate_grad_batches``, what ``backward`` saw).
+Works with the ``lightning`` and the older ``pytorch_lightning`` packages.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ try:
     from lightning.pytorch import Callback
 except ImportError:  # the pre-2.0 package name
     from pytorch_lightning import Callback  # type: ignore[assignment]
+
+import torch
 
 from gpuscope.integrations._losses import scalar_losses
 from gpuscope.memory.profiler import MemoryProfiler
@@ -36,6 +41,10 @@ class GpuscopeCallback(Callback):
         self.every = every
         self.kwargs = kwargs
         self.profiler: MemoryProfiler | None = None
+        self._last_step = 0
+        # Sums and counts of the loss figures of the current optimizer step's micro-batches.
+        self._sums: dict[str, Any] = {}
+        self._counts: dict[str, int] = {}
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         run_dir = self.run_dir or os.environ.get("GPUSCOPE_RUN_DIR")
@@ -49,6 +58,8 @@ class GpuscopeCallback(Callback):
             every=self.every,
             **self.kwargs,
         )
+        self._last_step = trainer.global_step
+        self._sums, self._counts = {}, {}
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
@@ -57,8 +68,26 @@ class GpuscopeCallback(Callback):
             return
         parts = outputs if isinstance(outputs, dict) else {"loss": outputs}
         losses = scalar_losses(parts, only_loss_like=False)
-        total = losses.pop("loss", None)
-        self.profiler.step(trainer.global_step, losses=losses or None, loss=total)
+        accumulate = int(getattr(trainer, "accumulate_grad_batches", 1) or 1)
+        if (
+            "loss" in losses
+            and accumulate > 1
+            and getattr(pl_module, "automatic_optimization", True)
+        ):
+            losses["loss"] = losses["loss"] * accumulate
+        for key, value in losses.items():
+            if isinstance(value, torch.Tensor):
+                value = value.detach()  # summed on its device: no sync per micro-batch
+            self._sums[key] = self._sums[key] + value if key in self._sums else value
+            self._counts[key] = self._counts.get(key, 0) + 1
+        step = trainer.global_step
+        if step == self._last_step:
+            return  # a micro-batch before the optimizer step of its accumulation window
+        self._last_step = step
+        means = {key: total / self._counts[key] for key, total in self._sums.items()}
+        self._sums, self._counts = {}, {}
+        total = means.pop("loss", None)
+        self.profiler.step(step, losses=means or None, loss=total)
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         if self.profiler is not None:
