@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import math
+import os
 import pickle
 import sys
 import time
@@ -323,6 +324,24 @@ def test_default_log_dir_comment_and_suffix_like_summarywriter(
     assert sw_file.name.endswith(".sfx") and gs_file.name.endswith(".sfx")
     assert gs_file.name.startswith("events.out.tfevents.")
     assert [e.value for e in accumulator(tmp_path / "gs" / gs_dir).Scalars("x")] == [1.0]
+
+
+@pytest.mark.parametrize("as_path", [False, True], ids=["str", "Path"])
+def test_log_dir_path_and_get_logdir_are_str_like_summarywriter(
+    tmp_path: Path, as_path: bool
+) -> None:
+    """SummaryWriter's ``log_dir`` and ``get_logdir()`` are ``str`` (code does
+    ``w.get_logdir() + "/sub"``); EventWriter's, and its ``path``, are too."""
+    with SummaryWriter(str(tmp_path / "sw")) as sw:
+        assert type(sw.log_dir) is str and type(sw.get_logdir()) is str
+    log_dir = tmp_path / "gs"
+    with gpuscope.EventWriter(log_dir if as_path else str(log_dir)) as w:
+        assert type(w.log_dir) is str and type(w.get_logdir()) is str and type(w.path) is str
+        assert w.log_dir == w.get_logdir() == str(log_dir)
+        assert os.path.dirname(w.path) == w.get_logdir()
+        w.add_scalar("x", 1.0, 1)
+    assert Path(w.path).is_file()
+    assert [e.value for e in accumulator(w.get_logdir() + "/").Scalars("x")] == [1.0]
 
 
 # --------------------------------------------------------------------------------------
