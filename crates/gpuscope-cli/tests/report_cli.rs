@@ -87,6 +87,34 @@ fn json_has_bytes() {
 }
 
 #[test]
+fn a_log_cut_inside_its_last_block_ends_at_the_block_before() {
+    // Training killed while the last block was written: cut inside its categories.
+    let text = std::fs::read_to_string(shared(LOG)).unwrap();
+    let last = text.rfind("Iteration ").unwrap();
+    let cut = text[last..].find("parameters").unwrap() + last + 30;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tensor_profile_cut.log");
+    std::fs::write(&path, &text[..cut]).unwrap();
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .args(["report", "--format", "json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = &doc["runs"][0];
+    let r = reference();
+    assert_eq!(
+        run["records"].as_u64(),
+        r["records"].as_u64().map(|n| n - 1)
+    );
+    let skipped = run["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0].as_str().unwrap().contains("cut short"));
+}
+
+#[test]
 fn a_file_of_the_wrong_kind_is_one_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("memory.jsonl");

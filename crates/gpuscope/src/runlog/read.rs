@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use chrono::TimeZone;
 
 use crate::model::memory::{bytes_from_mb, AllocatorStats, Categories, LargeTensor, MemoryRecord};
+use crate::runlog::text_block::TOP_LARGE;
 
 /// A line that was not used, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,7 +137,8 @@ pub fn read_jsonl(mut input: impl Read) -> std::io::Result<ReadRecords> {
 }
 
 /// Reads the seed's text log: blocks opened by `Iteration <n> | <time>` between rules of
-/// `=`. MB figures become bytes (× 2^20). Blocks that lack `Allocated:` are skipped.
+/// `=`. MB figures become bytes (× 2^20). Blocks that lack `Allocated:` are skipped, and so
+/// is a last block the file ends inside (training killed while the log was written).
 pub fn read_text_log(mut input: impl BufRead) -> std::io::Result<ReadRecords> {
     let mut out = ReadRecords::default();
     let mut block: Option<(usize, Block)> = None;
@@ -178,7 +180,14 @@ pub fn read_text_log(mut input: impl BufRead) -> std::io::Result<ReadRecords> {
         }
     }
     if let Some((start, b)) = block.take() {
-        finish(start, b, &mut out);
+        if b.whole() {
+            finish(start, b, &mut out);
+        } else {
+            out.skipped.push(Skipped {
+                line: start,
+                reason: "the last block is cut short (the file ends inside it)".into(),
+            });
+        }
     }
     Ok(out)
 }
@@ -205,6 +214,7 @@ enum Section {
 #[derive(Default)]
 struct Block {
     record: Option<MemoryRecord>,
+    /// The section being read; `Large` is the last one a block has.
     section: Section,
     allocated: Option<(f64, f64)>,
     cpu_census: bool,
@@ -272,6 +282,17 @@ impl Block {
             };
         }
         Ok(())
+    }
+
+    /// Whether the block has all it should: its last section, `Large Tensors (>N MB): n`,
+    /// and that many large tensors listed (the seed lists at most five).
+    fn whole(&self) -> bool {
+        let Some(record) = &self.record else {
+            return false;
+        };
+        let listed = record.large_tensors.len() as u64;
+        matches!(self.section, Section::Large)
+            && listed >= record.large_tensor_count.min(TOP_LARGE as u64)
     }
 
     fn into_record(self) -> Option<MemoryRecord> {
@@ -413,6 +434,57 @@ mod tests {
         assert_eq!(first.allocator.as_ref().unwrap().reserved_bytes, 50 * mib);
         assert_eq!(read.records[1].device, "cpu");
         assert!(read.records[1].allocator.is_none());
+    }
+
+    #[test]
+    fn a_last_block_the_file_ends_inside_is_skipped() {
+        let mib = 1u64 << 20;
+        let large = |n: i64| LargeTensor {
+            bytes: 200 * mib,
+            shape: vec![n, 1024, 50],
+            dtype: "float32".into(),
+            device: "cuda:0".into(),
+            name: None,
+            category: "parameters".into(),
+        };
+        let mut r = MemoryRecord {
+            iteration: 1,
+            device: "cuda".into(),
+            categories_bytes: Categories {
+                parameters: Some(600 * mib),
+                ..Default::default()
+            },
+            dtypes_bytes: [("float32".to_owned(), 600 * mib)].into_iter().collect(),
+            large_tensors: vec![large(1), large(2), large(3)],
+            large_tensor_count: 3,
+            large_threshold_bytes: 100 * mib,
+            allocator: Some(AllocatorStats {
+                allocated_bytes: 600 * mib,
+                reserved_bytes: 700 * mib,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let first = format_block(&r, "2026-01-28 14:02:05");
+        r.iteration = 2;
+        let last = format_block(&r, "2026-01-28 14:02:06");
+        let whole = read_text_log(format!("{first}{last}").as_bytes()).unwrap();
+        assert_eq!(whole.records.len(), 2);
+        assert!(whole.skipped.is_empty(), "{:?}", whole.skipped);
+        // Every cut after the last block's Iteration line and before its last large
+        // tensor's line (cut inside either, that line is unreadable and skipped on its own).
+        let from = last.find("Iteration").unwrap() + "Iteration 2 | 2026-01-28 14:02:06".len();
+        let to = last.trim_end().rfind('\n').unwrap();
+        for cut in from..to {
+            let read = read_text_log(format!("{first}{}", &last[..cut]).as_bytes()).unwrap();
+            let iterations: Vec<i64> = read.records.iter().map(|r| r.iteration).collect();
+            assert_eq!(iterations, vec![1], "cut at {cut}: {:?}", &last[..cut]);
+            assert!(
+                read.skipped.iter().any(|s| s.reason.contains("cut short")),
+                "cut at {cut}: {:?}",
+                read.skipped
+            );
+        }
     }
 
     #[test]

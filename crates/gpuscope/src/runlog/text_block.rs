@@ -10,7 +10,7 @@ use crate::model::memory::{mb, MemoryRecord};
 const RULE: &str =
     "================================================================================";
 /// How many large tensors a block lists.
-const TOP_LARGE: usize = 5;
+pub(crate) const TOP_LARGE: usize = 5;
 
 /// The block for `record`, starting with a blank line; `local_time` is the record's time
 /// as `YYYY-mm-dd HH:MM:SS`.
