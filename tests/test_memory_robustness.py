@@ -261,6 +261,46 @@ def test_a_bad_total_loss_is_left_out(tmp_path: Path) -> None:
     assert [r["losses"] for r in records] == [{"mse": 0.5, "kl": 0.25, "total": 0.75}] * 2
 
 
+@pytest.mark.parametrize("method", ["step", "record_gradients", "check_finite", "record"])
+@pytest.mark.parametrize("bad", [None, "12"], ids=repr)
+def test_iteration_that_is_not_a_number_is_a_clear_type_error(
+    tmp_path: Path, method: str, bad: Any
+) -> None:
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=1)
+    train_step(model, opt, torch.randn(4, 32), zero=False)
+    with caught_warnings() as caught, pytest.raises(TypeError) as raised:
+        getattr(scope, method)(bad)
+    scope.close()
+    message = str(raised.value)
+    assert message.startswith(f"MemoryProfiler.{method}: iteration must be an int"), message
+    assert repr(bad) in message
+    assert not gpuscope_warnings(caught)
+
+
+def test_numpy_and_tensor_iterations_still_work(tmp_path: Path) -> None:
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    kinds = [np.int64, torch.tensor, float, int]
+    with caught_warnings() as caught:
+        scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=2)
+        for i in range(8):
+            it = kinds[i // 2](i)
+            loss = model(torch.randn(4, 32)).pow(2).mean()
+            loss.backward()
+            scope.record_gradients(it)
+            if scope.check_finite(it, loss=loss):
+                opt.step()
+            opt.zero_grad(set_to_none=True)
+            scope.step(it, loss=loss)
+        scope.close()
+    assert not gpuscope_warnings(caught), [str(w.message) for w in caught]
+    records = read_jsonl(tmp_path / "profiles" / "memory.jsonl")
+    assert [r["iteration"] for r in records] == [0, 2, 4, 6]
+    assert all("gradients" in r for r in records)
+
+
 def test_record_and_step_after_close(tmp_path: Path) -> None:
     model = MLP()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)

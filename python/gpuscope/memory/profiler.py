@@ -139,6 +139,7 @@ class MemoryProfiler:
         """Call once per iteration; records when the schedule says so."""
         if not self.enabled:
             return
+        _check_iteration(iteration, "step")
         self.last_iteration = iteration
         self._sections.step_done()
         if self._gradients.update_ratio:
@@ -162,6 +163,7 @@ class MemoryProfiler:
         (``gradients``)."""
         if not self.enabled:
             return
+        _check_iteration(iteration, "record_gradients")
         due = self.schedule.due(iteration)
         if due or clip_max_norm is not None:
             self._guarded(
@@ -185,6 +187,7 @@ class MemoryProfiler:
         ``"continue"``. Returns whether the optimizer should step."""
         if not self.enabled:
             return True
+        _check_iteration(iteration, "check_finite")
         losses, loss = self._usable_losses(losses, loss)
         outcome = self._guarded(
             "checking for non-finite values", self._nonfinite.check, iteration, losses, loss
@@ -219,6 +222,7 @@ class MemoryProfiler:
         or if recording failed — the failure is reported once as a warning)."""
         if not self.enabled:
             return None
+        _check_iteration(iteration, "record")
         losses, loss = self._usable_losses(losses, loss)
         record: dict[str, Any] | None = self._guarded(
             "taking a record", self._take, iteration, losses, loss
@@ -531,6 +535,24 @@ def _summary_table(summaries: list[dict[str, Any]]) -> str:
 
 def _empty_system() -> dict[str, Any]:
     return {"rss_bytes": None, "heap_bytes": None, "cpu_percent": None, "ram_percent": None}
+
+
+def _check_iteration(iteration: Any, method: str) -> None:
+    """Raises a TypeError naming the argument when ``iteration`` is not a number (an int,
+    a numpy integer, a one-element tensor); ``None`` would fail deep in the schedule."""
+    if type(iteration) is int:
+        return
+    if isinstance(iteration, torch.Tensor):
+        ok = iteration.numel() == 1 and not iteration.is_complex()
+    else:
+        ok = not isinstance(iteration, (str, bytes, bool)) and (
+            hasattr(iteration, "__index__") or hasattr(iteration, "__float__")
+        )
+    if not ok:
+        raise TypeError(
+            f"MemoryProfiler.{method}: iteration must be an int (the training iteration's "
+            f"number), not {iteration!r:.40} ({type(iteration).__name__})"
+        )
 
 
 def _one_number(value: Any) -> bool:
