@@ -130,3 +130,33 @@ fn help_and_version() {
         .unwrap()
         .starts_with(concat!("gpuscope ", env!("CARGO_PKG_VERSION"))));
 }
+
+#[test]
+fn a_top_run_tag_and_a_sub_run_tag_that_read_alike_are_both_kept() {
+    use gpuscope::tfevents::{EventWriter, WriterOptions};
+    // `train/loss` in the top run and `loss` in run `train`: both would be `train/loss`.
+    let dir = tempfile::tempdir().unwrap();
+    for (sub, tag, value) in [(".", "train/loss", 1.0), ("train", "loss", 2.0)] {
+        let mut w = EventWriter::create(dir.path().join(sub), WriterOptions::default()).unwrap();
+        for step in 0..3 {
+            w.add_scalar(tag, value, step, Some(1.7e9)).unwrap();
+        }
+        w.close().unwrap();
+    }
+    let out = gpuscope()
+        .args(["tb", "--format", "json"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tags = doc["tags"].as_object().unwrap();
+    let keys: Vec<&str> = tags.keys().map(String::as_str).collect();
+    assert_eq!(keys, [".:train/loss", "train:loss"]);
+    for (key, run, value) in [(".:train/loss", ".", 1.0), ("train:loss", "train", 2.0)] {
+        assert_eq!(tags[key]["run"], run);
+        let points = tags[key]["points"].as_array().unwrap();
+        assert_eq!(points.len(), 3);
+        assert!(points.iter().all(|p| p["value"] == value));
+    }
+}

@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyFloat, PyList};
 use gpuscope::model::tensorboard::{
     tensorflow_bucket_limits, Chart, ChartContent, ChartGroup, Histogram, MarginSeries,
 };
-use gpuscope::render::tb::series_key;
+use gpuscope::render::tb::series_keys;
 use gpuscope::tfevents::{self, EventWriter, LoadOptions, WriterOptions};
 
 use crate::error::IntoPy;
@@ -306,7 +306,7 @@ fn read_events<'py>(
         files.append(d)?;
     }
     let series = PyDict::new(py);
-    for s in &data.series {
+    for (s, key) in data.series.iter().zip(series_keys(&data.series)) {
         let d = PyDict::new(py);
         d.set_item("run", &s.run)?;
         d.set_item("tag", &s.tag)?;
@@ -335,7 +335,7 @@ fn read_events<'py>(
                 s.texts.iter().map(|p| p.text.as_str()).collect::<Vec<_>>(),
             )?;
         }
-        series.set_item(series_key(s), d)?;
+        series.set_item(key, d)?;
     }
     let result = PyDict::new(py);
     result.set_item("files", files)?;

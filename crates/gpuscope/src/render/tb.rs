@@ -1,7 +1,7 @@
 //! Renders [`LogData`] for `gpuscope tb`: a tag table or the series of chosen tags as text,
 //! the `gpuscope.tb/1` JSON document, or CSV rows.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 
 use serde::Serialize;
@@ -20,13 +20,30 @@ pub enum TextView {
     Series,
 }
 
-/// The key a series has in JSON: its tag, prefixed by its run for runs below the top.
-pub fn series_key(s: &Series) -> String {
-    if s.run == "." {
-        s.tag.clone()
-    } else {
-        format!("{}/{}", s.run, s.tag)
+/// The key of each series in JSON: its tag, prefixed by its run for runs below the top
+/// (`<run>/<tag>`). Where that would give two series one key (a tag `train/loss` in the
+/// top run, `loss` in run `train`), each of them is keyed `<run>:<tag>` instead, the top
+/// run being `.`, so that neither is lost.
+pub fn series_keys(series: &[Series]) -> Vec<String> {
+    let plain: Vec<String> = series
+        .iter()
+        .map(|s| match s.run.as_str() {
+            "." => s.tag.clone(),
+            run => format!("{run}/{}", s.tag),
+        })
+        .collect();
+    let mut uses: HashMap<&str, usize> = HashMap::new();
+    for key in &plain {
+        *uses.entry(key.as_str()).or_default() += 1;
     }
+    series
+        .iter()
+        .zip(&plain)
+        .map(|(s, key)| match uses[key.as_str()] {
+            1 => key.clone(),
+            _ => format!("{}:{}", s.run, s.tag),
+        })
+        .collect()
 }
 
 /// Text for a terminal `width` columns wide.
@@ -219,7 +236,8 @@ pub fn json(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
         tags: data
             .series
             .iter()
-            .map(|s| {
+            .zip(series_keys(&data.series))
+            .map(|(s, key)| {
                 let points = (s.kind == "scalar").then(|| {
                     s.points
                         .iter()
@@ -250,7 +268,7 @@ pub fn json(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
                     points,
                     texts,
                 };
-                (series_key(s), series)
+                (key, series)
             })
             .collect(),
     };
