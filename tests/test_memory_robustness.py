@@ -301,6 +301,62 @@ def test_numpy_and_tensor_iterations_still_work(tmp_path: Path) -> None:
     assert all("gradients" in r for r in records)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error", "says"),
+    [
+        ({"large_threshold_mb": -1}, ValueError, "large_threshold_mb must be a finite number >= 0"),
+        ({"large_threshold_mb": float("nan")}, ValueError, "large_threshold_mb"),
+        ({"large_threshold_mb": "100"}, TypeError, "large_threshold_mb must be a number"),
+        ({"flush_secs": 0}, ValueError, "flush_secs must be a finite number > 0"),
+        ({"flush_secs": -2.0}, ValueError, "flush_secs must be a finite number > 0"),
+        ({"top_k": -1}, ValueError, "top_k must be >= 0"),
+        ({"top_k": 2.5}, TypeError, "top_k must be an int"),
+        ({"module_depth": -1}, ValueError, "module_depth must be >= 0"),
+        ({"windows": [(1, 2)]}, ValueError, r"window \(1, 2\): expected three ints"),
+        ({"windows": [(1.0, 2, 1)]}, ValueError, "expected three ints"),
+        ({"every": True}, ValueError, "every must be a positive int"),
+    ],
+    ids=lambda v: repr(v) if isinstance(v, dict) else "",
+)
+def test_bad_constructor_values_are_refused_at_construction(
+    tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], says: str
+) -> None:
+    model = MLP()
+    with caught_warnings() as caught, pytest.raises(error, match=says):
+        gpuscope.MemoryProfiler(tmp_path / "run", model=model, **kwargs)
+    assert not gpuscope_warnings(caught)
+    assert not (tmp_path / "run").exists()
+
+
+def test_good_constructor_values_and_no_windows(tmp_path: Path) -> None:
+    """The edges that are allowed: a zero threshold (every tensor is large), top_k and
+    module_depth 0, numpy numbers, ``windows=None``."""
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with caught_warnings() as caught:
+        scope = gpuscope.MemoryProfiler(
+            tmp_path,
+            model=model,
+            optimizer=opt,
+            every=2,
+            windows=None,
+            large_threshold_mb=np.float32(0.0),
+            flush_secs=np.float64(0.5),
+            top_k=0,
+            module_depth=0,
+        )
+        losses = train(scope, model, opt, 6)
+        scope.close()
+    assert losses[-1] < losses[0]
+    assert not gpuscope_warnings(caught), [str(w.message) for w in caught]
+    records = read_jsonl(tmp_path / "profiles" / "memory.jsonl")
+    assert [r["iteration"] for r in records] == [0, 2, 4]
+    assert records[0]["large_tensors"] == []
+    # gradients are dropped before step(), plain SGD has no state: the parameters
+    assert records[0]["large_tensor_count"] == len(list(model.parameters()))
+    assert set(records[0]["modules_bytes"]) == {"(root)"}
+
+
 def test_record_and_step_after_close(tmp_path: Path) -> None:
     model = MLP()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
+import numbers
 import os
 import time
 import warnings
@@ -73,7 +75,7 @@ class MemoryProfiler:
         model: torch.nn.Module | None = None,
         optimizer: torch.optim.Optimizer | None = None,
         every: int | Schedule = 50,
-        windows: Iterable[tuple[int, int, int]] = (),
+        windows: Iterable[tuple[int, int, int]] | None = (),
         *,
         scan: str = "fast",
         large_threshold_mb: float = 100.0,
@@ -91,7 +93,11 @@ class MemoryProfiler:
     ) -> None:
         if scan not in ("fast", "gc"):
             raise ValueError(f"scan must be 'fast' or 'gc', not {scan!r}")
-        self.schedule = Schedule.of(every, windows)
+        _check_number("large_threshold_mb", large_threshold_mb, positive=False)
+        _check_number("flush_secs", flush_secs, positive=True)
+        _check_count("top_k", top_k)
+        _check_count("module_depth", module_depth)
+        self.schedule = Schedule.of(every, windows if windows is not None else ())
         self.enabled = enabled and profiling_enabled()
         self.snapshot_at = frozenset(int(i) for i in snapshot_at)
         self.last_iteration = 0
@@ -535,6 +541,23 @@ def _summary_table(summaries: list[dict[str, Any]]) -> str:
 
 def _empty_system() -> dict[str, Any]:
     return {"rss_bytes": None, "heap_bytes": None, "cpu_percent": None, "ram_percent": None}
+
+
+def _check_number(name: str, value: Any, *, positive: bool) -> None:
+    """Raises when ``value`` is not a finite real number above 0 (``positive``) or at
+    least 0 (otherwise): a bad value is a mistake in the call, said where it was made."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, not {value!r} ({type(value).__name__})")
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a finite number {bound}, not {value!r}")
+
+
+def _check_count(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, not {value!r} ({type(value).__name__})")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, not {value!r}")
 
 
 def _check_iteration(iteration: Any, method: str) -> None:

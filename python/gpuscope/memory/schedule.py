@@ -21,9 +21,16 @@ class Schedule:
     windows: tuple[tuple[int, int, int], ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.every, int) or self.every < 1:
+        if not isinstance(self.every, int) or isinstance(self.every, bool) or self.every < 1:
             raise ValueError(f"every must be a positive int, not {self.every!r}")
         for window in self.windows:
+            if len(window) != 3 or not all(
+                isinstance(n, int) and not isinstance(n, bool) for n in window
+            ):
+                raise ValueError(
+                    f"window {window!r}: expected three ints (start, end, every), as in "
+                    "windows=[(45000, 48000, 10)]"
+                )
             start, end, every = window
             if end < start or every < 1:
                 raise ValueError(
