@@ -160,3 +160,49 @@ fn a_top_run_tag_and_a_sub_run_tag_that_read_alike_are_both_kept() {
         assert!(points.iter().all(|p| p["value"] == value));
     }
 }
+
+const TBX: &str = "tfevents/tensorboardX2017__events.out.tfevents.1511441337.mba2012mid.lan";
+
+#[test]
+fn tags_as_csv_list_every_tag_with_its_count() {
+    let out = gpuscope()
+        .args(["tb", "--tags", "--format", "csv"])
+        .arg(shared(TBX))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("run,tag,kind,count,first_step,last_step")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(shared("tfevents/reference.json")).unwrap())
+            .unwrap();
+    let want = reference[TBX.trim_start_matches("tfevents/")]["tags"]
+        .as_object()
+        .unwrap();
+    assert_eq!(rows.len(), want.len());
+    for row in rows {
+        assert_eq!(row[0], ".");
+        assert_eq!(row[3], want[row[1]]["count"].to_string(), "{row:?}");
+    }
+}
+
+#[test]
+fn a_histogram_tag_says_its_values_are_not_shown() {
+    let out = gpuscope()
+        .args(["tb", "--tag", "conv1/bias"])
+        .arg(shared(TBX))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("conv1/bias [histogram, run ., 10 values]"),
+        "{text}"
+    );
+    assert!(text.contains("values of scalars and text only"), "{text}");
+}

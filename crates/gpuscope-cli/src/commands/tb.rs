@@ -41,6 +41,7 @@ pub fn run(args: TbArgs) -> Result<(), Failure> {
             render::text(&data, view, output::text_width(), &mut out)?
         }
         TbFormat::Json => render::json(&data, &mut out)?,
+        TbFormat::Csv if args.tags => render::tags_csv(&data, &mut out)?,
         TbFormat::Csv => render::csv(&data, &mut out)?,
     }
     out.flush()?;

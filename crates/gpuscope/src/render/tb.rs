@@ -94,17 +94,22 @@ pub fn text(data: &LogData, view: TextView, width: u16, out: &mut dyn Write) -> 
             writeln!(out, "{t}")?;
         }
         TextView::Series => {
-            for s in data
-                .series
-                .iter()
-                .filter(|s| !s.points.is_empty() || !s.texts.is_empty())
-            {
+            for s in &data.series {
                 writeln!(out)?;
                 writeln!(
                     out,
                     "{} [{}, run {}, {} values]",
                     s.tag, s.kind, s.run, s.count
                 )?;
+                if s.points.is_empty() && s.texts.is_empty() {
+                    writeln!(
+                        out,
+                        "  steps {}–{}; gpuscope tb shows the values of scalars and text \
+                         only",
+                        s.first_step, s.last_step
+                    )?;
+                    continue;
+                }
                 let mut t = super::table(width);
                 if s.texts.is_empty() {
                     t.set_header(vec!["step", "wall time (UTC)", "value"]);
@@ -238,7 +243,7 @@ pub fn json(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
             .iter()
             .zip(series_keys(&data.series))
             .map(|(s, key)| {
-                let points = (s.kind == "scalar").then(|| {
+                let points = (s.kind == "scalar" && !s.points.is_empty()).then(|| {
                     s.points
                         .iter()
                         .map(|p| JsonPoint {
@@ -248,7 +253,7 @@ pub fn json(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
                         })
                         .collect()
                 });
-                let texts = (s.kind == "text").then(|| {
+                let texts = (s.kind == "text" && !s.texts.is_empty()).then(|| {
                     s.texts
                         .iter()
                         .map(|p| JsonText {
@@ -274,6 +279,25 @@ pub fn json(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
     };
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
     writeln!(out)
+}
+
+/// CSV rows `run,tag,kind,count,first_step,last_step`, one per tag (`--tags`).
+pub fn tags_csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
+    let mut w = ::csv::Writer::from_writer(out);
+    w.write_record(["run", "tag", "kind", "count", "first_step", "last_step"])
+        .map_err(super::csv_io)?;
+    for s in &data.series {
+        w.write_record([
+            s.run.as_str(),
+            &s.tag,
+            s.kind,
+            &s.count.to_string(),
+            &s.first_step.to_string(),
+            &s.last_step.to_string(),
+        ])
+        .map_err(super::csv_io)?;
+    }
+    w.flush()
 }
 
 /// CSV rows `run,tag,kind,step,wall_time,value` for every kept scalar and text value.
