@@ -34,7 +34,8 @@ class TagSeries(TypedDict):
 
 
 class EventData(TypedDict):
-    """What ``read_events`` returns; tags of sub-runs are keyed ``<run>/<tag>``."""
+    """What ``read_events`` returns; tags of sub-runs are keyed ``<run>/<tag>`` (``<run>:<tag>``
+    where two series would share a key, the top run being ``.``)."""
 
     files: list[EventFileInfo]
     tags: dict[str, TagSeries]

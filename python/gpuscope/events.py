@@ -33,23 +33,6 @@ class EventWriter(_native.EventWriter):
     ...     w.add_scalar("Loss/total", 0.25, global_step=10)
     """
 
-    # Strings, as SummaryWriter gives them (and as the stub says): code that joins them
-    # with "+" or passes them where str is expected keeps working.
-
-    @property
-    def log_dir(self) -> str:
-        """The directory the event file is in."""
-        return str(super().log_dir)
-
-    @property
-    def path(self) -> str:
-        """The event file."""
-        return str(super().path)
-
-    def get_logdir(self) -> str:
-        """The directory the event file is in (SummaryWriter's name for ``log_dir``)."""
-        return str(super().get_logdir())
-
     def add_histogram(
         self,
         tag: str,

@@ -1,6 +1,7 @@
 //! Bindings of `gpuscope::runlog` and `gpuscope::host`: the run-directory writer that the
 //! memory profiler hands its records to, and the process sampler.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -69,8 +70,11 @@ impl PyRunWriter {
 
     /// The files written: JSONL, then the text log and the event file when enabled.
     #[getter]
-    fn paths(&self) -> Vec<PathBuf> {
-        self.paths.clone()
+    fn paths(&self) -> Vec<OsString> {
+        self.paths
+            .iter()
+            .map(|p| p.clone().into_os_string())
+            .collect()
     }
 
     /// Queues one record (see `profiles/memory.jsonl` in docs/run-dir.md for its keys).

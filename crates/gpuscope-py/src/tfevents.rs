@@ -1,5 +1,6 @@
 //! Bindings of `gpuscope::tfevents`: the event writer and the log-directory reader.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -123,19 +124,19 @@ impl PyEventWriter {
 
     /// The log directory.
     #[getter]
-    fn log_dir(&self) -> PathBuf {
-        self.log_dir.clone()
+    fn log_dir(&self) -> OsString {
+        self.log_dir.clone().into_os_string()
     }
 
     /// SummaryWriter's name for the log directory.
-    fn get_logdir(&self) -> PathBuf {
-        self.log_dir.clone()
+    fn get_logdir(&self) -> OsString {
+        self.log_dir.clone().into_os_string()
     }
 
     /// The main event file.
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> OsString {
+        self.path.clone().into_os_string()
     }
 
     #[pyo3(signature = (tag, scalar_value, global_step=None, walltime=None, new_style=false, double_precision=false))]
