@@ -253,8 +253,9 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
         }
         if let Some(step) = &r.last_step_left_out {
             let line = format!(
-                "  The last profiler step ({step}) is left out, as HTA does: the profiler's \
-                 stop may cut it short."
+                "  The last profiler step ({step}) is left out of the GPU views below, as \
+                 HTA does: the profiler's stop may cut it short (the step table lists \
+                 every step)."
             );
             paragraph(out, &line, width)?;
         }
@@ -398,11 +399,22 @@ fn operators(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> 
                 s.count.to_string(),
                 format!("{:.2}", s.self_us / 1000.0),
                 format!("{:.2}", s.total_us / 1000.0),
-                format!("{:.2}", s.gpu_us / 1000.0),
+                s.gpu_us
+                    .map_or_else(|| "?".to_owned(), |us| format!("{:.2}", us / 1000.0)),
             ]);
         }
         right_align(&mut t, &[1, 2, 3, 4]);
         writeln!(out, "{t}")?;
+        writeln!(out)?;
+    }
+    if !o.gpu_time_known {
+        paragraph(
+            out,
+            "GPU ms ?: no GPU work of this trace carries an operator's External id (a \
+             sampled trace, or the launching thread was not recorded), so the GPU time each \
+             operator launched is not known.",
+            width,
+        )?;
         writeln!(out)?;
     }
     Ok(())

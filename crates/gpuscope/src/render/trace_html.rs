@@ -358,7 +358,7 @@ fn operators(page: &mut String, r: &RankReport) {
                     s.count.to_string(),
                     ms(s.self_us),
                     ms(s.total_us),
-                    ms(s.gpu_us),
+                    s.gpu_us.map_or_else(|| "?".to_owned(), ms),
                 ]
             })
             .collect();

@@ -3,7 +3,8 @@
 //! the same thread); an operator whose only child has its own name (`aten::sum` calling
 //! `aten::sum`) is one call. By name and, when the trace recorded them
 //! (`record_shapes=True`), by input shapes; and the GPU time of the kernels each launched —
-//! found through the External id that Kineto gives both an operator and its GPU work.
+//! found through the External id that Kineto gives both an operator and its GPU work
+//! (unknown, `null`, when the trace's GPU work carries no operator's External id).
 
 use rustc_hash::FxHashMap;
 
@@ -24,8 +25,9 @@ pub struct OperatorStats {
     pub total_us: f64,
     /// Time not inside a nested operator, summed, µs.
     pub self_us: f64,
-    /// GPU time of the kernels, copies and memsets it launched, µs.
-    pub gpu_us: f64,
+    /// GPU time of the kernels, copies and memsets it launched, µs; `null` when the trace
+    /// does not link GPU work to operators.
+    pub gpu_us: Option<f64>,
 }
 
 /// The operators' figures.
@@ -33,8 +35,12 @@ pub struct OperatorStats {
 pub struct Operators {
     /// By name, most self time first.
     pub by_self_time: Vec<OperatorStats>,
-    /// By name, most GPU time launched first (only those that launched any).
+    /// By name, most GPU time launched first (only those that launched any); empty when
+    /// it is not known.
     pub by_gpu_time: Vec<OperatorStats>,
+    /// Whether the GPU work of the trace is linked to operators (by External id), so that
+    /// their launched GPU time is known.
+    pub gpu_time_known: bool,
     /// By name and input shapes, most total time first; empty without recorded shapes.
     pub by_shapes: Vec<OperatorStats>,
 }
@@ -57,37 +63,42 @@ pub fn operators(trace: &Trace, top: usize) -> Operators {
             s.count += 1;
             s.total_us += e.dur[i] as f64 / 1000.0;
             s.self_us += self_ns[k] as f64 / 1000.0;
-            s.gpu_us += gpu_ns[k] as f64 / 1000.0;
+            if let (Some(us), Some(gpu_ns)) = (&mut s.gpu_us, gpu_ns) {
+                *us += gpu_ns[k] as f64 / 1000.0;
+            }
         };
+        let known = gpu_ns.is_some();
         add(by_name
             .entry(e.name[i])
-            .or_insert_with(|| empty(trace, e.name[i], NO_SHAPES)));
+            .or_insert_with(|| empty(trace, e.name[i], NO_SHAPES, known)));
         if e.shapes[i] != NO_SHAPES {
             add(by_shapes
                 .entry((e.name[i], e.shapes[i]))
-                .or_insert_with(|| empty(trace, e.name[i], e.shapes[i])));
+                .or_insert_with(|| empty(trace, e.name[i], e.shapes[i], known)));
         }
     }
     let names: Vec<OperatorStats> = by_name.into_values().collect();
+    let gpu = |s: &OperatorStats| s.gpu_us.unwrap_or(0.0);
     Operators {
         by_self_time: ranked(names.clone(), top, |s| s.self_us),
         by_gpu_time: ranked(
-            names.into_iter().filter(|s| s.gpu_us > 0.0).collect(),
+            names.into_iter().filter(|s| gpu(s) > 0.0).collect(),
             top,
-            |s| s.gpu_us,
+            gpu,
         ),
+        gpu_time_known: calls.gpu_ns.is_some(),
         by_shapes: ranked(by_shapes.into_values().collect(), top, |s| s.total_us),
     }
 }
 
-fn empty(trace: &Trace, name: u32, shapes: u32) -> OperatorStats {
+fn empty(trace: &Trace, name: u32, shapes: u32, gpu_known: bool) -> OperatorStats {
     OperatorStats {
         name: trace.names.get(name).to_owned(),
         input_shapes: (shapes != NO_SHAPES).then(|| trace.names.get(shapes).to_owned()),
         count: 0,
         total_us: 0.0,
         self_us: 0.0,
-        gpu_us: 0.0,
+        gpu_us: gpu_known.then_some(0.0),
     }
 }
 
@@ -106,7 +117,8 @@ fn ranked(
 struct Calls {
     merged: Vec<bool>,
     self_ns: Vec<i64>,
-    gpu_ns: Vec<i64>,
+    /// `None` when the trace does not link GPU work to operators.
+    gpu_ns: Option<Vec<i64>>,
 }
 
 /// The calls of `ops` (indices into the events).
@@ -125,6 +137,8 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
     let mut self_ns: Vec<i64> = ops.iter().map(|&i| e.dur[i]).collect();
     let launched = launched_gpu_time(trace, ops);
     let mut gpu_ns = vec![0i64; ops.len()];
+    let no_launches = vec![0i64; ops.len()];
+    let launched_or_none = launched.as_ref().unwrap_or(&no_launches);
     for &k in &order {
         if let Some(p) = parent[k] {
             if e.name[ops[p]] == e.name[ops[k]] && children[p] == 1 {
@@ -134,12 +148,12 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
                 self_ns[owner[p]] -= e.dur[ops[k]];
             }
         }
-        gpu_ns[owner[k]] += launched[k];
+        gpu_ns[owner[k]] += launched_or_none[k];
     }
     Calls {
         merged,
         self_ns: self_ns.into_iter().map(|ns| ns.max(0)).collect(),
-        gpu_ns,
+        gpu_ns: launched.is_some().then_some(gpu_ns),
     }
 }
 
@@ -171,18 +185,28 @@ fn parents(trace: &Trace, ops: &[usize]) -> Vec<Option<usize>> {
 }
 
 /// GPU time launched by each of `ops`: the GPU work with the operator's External id.
-fn launched_gpu_time(trace: &Trace, ops: &[usize]) -> Vec<i64> {
+/// `None` when the trace has GPU work but none of it has an operator's External id (a
+/// sampled trace, or one whose launching thread was not recorded): then every operator
+/// would seem to have launched nothing.
+fn launched_gpu_time(trace: &Trace, ops: &[usize]) -> Option<Vec<i64>> {
     let e = &trace.events;
     let mut by_external: FxHashMap<i64, i64> = FxHashMap::default();
+    let mut gpu_work = false;
     for i in 0..e.len() {
-        if e.kind[i].is_gpu() && e.external_id[i] != NONE {
-            *by_external.entry(e.external_id[i]).or_default() += e.dur[i];
+        if e.kind[i].is_gpu() {
+            gpu_work = true;
+            if e.external_id[i] != NONE {
+                *by_external.entry(e.external_id[i]).or_default() += e.dur[i];
+            }
         }
     }
-    ops.iter()
+    let launched: Vec<i64> = ops
+        .iter()
         .map(|&i| match e.external_id[i] {
             NONE => 0,
             id => by_external.get(&id).copied().unwrap_or(0),
         })
-        .collect()
+        .collect();
+    let linked = launched.iter().any(|&ns| ns > 0);
+    (linked || !gpu_work).then_some(launched)
 }

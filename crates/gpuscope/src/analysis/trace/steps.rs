@@ -225,8 +225,9 @@ fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
             kind: "input_pipeline",
             percent: dataloader,
             advice: format!(
-                "the data loader takes {dataloader:.0} % of each step{}: the input pipeline \
-                 is the bottleneck — more DataLoader workers (num_workers), \
+                "the CPU is in the data loader {dataloader:.0} % of each step (the loader \
+                 column counts only the part with nothing else running){}: the input \
+                 pipeline is the bottleneck — more DataLoader workers (num_workers), \
                  pin_memory=True, prefetching, or lighter per-sample work",
                 if gpu {
                     format!(" and the GPU is idle {idle:.0} % of it")
