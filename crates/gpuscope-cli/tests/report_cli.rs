@@ -134,3 +134,41 @@ fn a_file_of_the_wrong_kind_is_one_line_and_exit_2() {
         "{err}"
     );
 }
+
+#[test]
+fn a_directory_of_runs_is_not_read_as_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    for run in ["a", "b"] {
+        let profiles = dir.path().join(run).join("profiles");
+        std::fs::create_dir_all(&profiles).unwrap();
+        std::fs::copy(shared(LOG), profiles.join("tensor_profile_1.log")).unwrap();
+    }
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .arg("report")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("holds 2 runs, not one"), "{err}");
+    let a = dir.path().join("a");
+    assert!(
+        err.contains(&format!("gpuscope report {}", a.display())),
+        "{err}"
+    );
+    // Each of them reads as a run of its own.
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .arg("report")
+        .arg(&a)
+        .arg(dir.path().join("b"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

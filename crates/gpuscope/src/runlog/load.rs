@@ -245,6 +245,57 @@ fn read_file(path: &Path, progress: &mut Progress) -> Result<ReadRecords> {
 /// The records of a run directory: JSONL when there is any, else the text logs, else its
 /// TensorBoard event files (in `tensorboard/` or the directory itself).
 fn run_source(dir: &Path) -> Result<Source> {
+    let mut files = record_files(dir)?;
+    files.sort();
+    if !files.is_empty() {
+        return Ok(Source::Files(files));
+    }
+    let tensorboard = dir.join("tensorboard");
+    if tensorboard.is_dir() {
+        return Ok(Source::TensorBoard(tensorboard));
+    }
+    // A directory of runs: reading their event files as one run would pass them off as
+    // its ranks.
+    let runs = runs_in(dir);
+    if !runs.is_empty() {
+        let list: Vec<String> = runs.iter().map(|r| r.display().to_string()).collect();
+        return Err(Error::bad_input(
+            dir,
+            format!(
+                "holds {} runs, not one: give them each (gpuscope report {})",
+                runs.len(),
+                list.join(" ")
+            ),
+        ));
+    }
+    if has_event_files(dir) {
+        return Ok(Source::TensorBoard(dir.to_path_buf()));
+    }
+    Err(Error::bad_input(
+        dir,
+        "no profiles/memory*.jsonl, tensor_profile_*.log or TensorBoard event files here \
+         (is this a run directory?)",
+    ))
+}
+
+/// The sub-directories of `dir` that are run directories by their own files (records, or
+/// a `tensorboard/` directory), sorted.
+fn runs_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut runs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .filter(|p| p.join("tensorboard").is_dir() || record_files(p).is_ok_and(|f| !f.is_empty()))
+        .collect();
+    runs.sort();
+    runs
+}
+
+/// The memory record files of a run directory (in `profiles/` when it has one): the JSONL
+/// files if any, else the seed's text logs.
+fn record_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let profiles = if dir.join("profiles").is_dir() {
         dir.join("profiles")
     } else {
@@ -263,23 +314,7 @@ fn run_source(dir: &Path) -> Result<Source> {
             }
         }
     }
-    let mut files = if jsonl.is_empty() { logs } else { jsonl };
-    files.sort();
-    if !files.is_empty() {
-        return Ok(Source::Files(files));
-    }
-    let tensorboard = dir.join("tensorboard");
-    if tensorboard.is_dir() {
-        return Ok(Source::TensorBoard(tensorboard));
-    }
-    if has_event_files(dir) {
-        return Ok(Source::TensorBoard(dir.to_path_buf()));
-    }
-    Err(Error::bad_input(
-        dir,
-        "no profiles/memory*.jsonl, tensor_profile_*.log or TensorBoard event files here \
-         (is this a run directory?)",
-    ))
+    Ok(if jsonl.is_empty() { logs } else { jsonl })
 }
 
 fn has_event_files(dir: &Path) -> bool {
