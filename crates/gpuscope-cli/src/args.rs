@@ -212,10 +212,10 @@ pub struct SnapshotArgs {
     pub output: Option<PathBuf>,
     /// User frames naming a call site (the first frame of your own Python code, then its
     /// callers); frames in torch, installed packages and the standard library are skipped
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_count)]
     pub frames: usize,
     /// Call sites listed per table before the rest are summed in one row
-    #[arg(long, value_name = "N", default_value_t = 15)]
+    #[arg(long, value_name = "N", default_value_t = 15, value_parser = parse_count)]
     pub top: usize,
     /// Also test whether a request of SIZE (bytes, or with KiB/MiB/GiB) fits the free
     /// blocks (repeatable)
@@ -385,13 +385,13 @@ pub struct MonitorArgs {
     #[arg(long)]
     pub watch: bool,
     /// One sample, then exit
-    #[arg(long)]
+    #[arg(long, conflicts_with = "count")]
     pub once: bool,
     /// Stop after N samples (default: until Ctrl-C)
-    #[arg(long, value_name = "N")]
-    pub count: Option<u64>,
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    pub count: Option<usize>,
     /// Output format: text (the seed's line, or --watch's table) or json (one line per sample)
-    #[arg(long, value_enum, default_value_t = MonitorFormat::Text)]
+    #[arg(long, value_enum, default_value_t = MonitorFormat::Text, conflicts_with = "watch")]
     pub format: MonitorFormat,
     /// Also append every sample to FILE: .csv for one row per GPU, else JSON lines (gpu.jsonl's)
     #[arg(long, value_name = "FILE")]
@@ -430,6 +430,14 @@ pub struct RunArgs {
         value_name = "COMMAND"
     )]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// A count of at least one.
+fn parse_count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("not a count of at least 1: {text:?}")),
+    }
 }
 
 /// Seconds between samples: positive, at most a day.

@@ -172,3 +172,21 @@ fn a_directory_of_runs_is_not_read_as_one_run() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn latest_with_an_empty_gpuscope_runs_looks_in_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().join("run1").join("profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::copy(shared(LOG), profiles.join("tensor_profile_1.log")).unwrap();
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .args(["report", "latest"])
+        .env("GPUSCOPE_RUNS", "")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("latest run: ./run1"), "{err}");
+}

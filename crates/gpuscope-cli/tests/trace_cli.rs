@@ -693,3 +693,17 @@ mod found_bugs {
         }
     }
 }
+
+#[test]
+fn gpu_work_without_a_stream_is_stream_none() {
+    // CUPTI's range profiler records kernels without a stream.
+    let out = trace([traces_dir().join("cupti_profiler_counters.json.gz")]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = stdout_of(&out);
+    assert!(!text.contains(&i64::MIN.to_string()), "{text}");
+    let idle = text.split("Idle time by stream").nth(1).unwrap();
+    assert!(
+        idle.lines().any(|l| l.trim_start().starts_with("none ")),
+        "{idle}"
+    );
+}

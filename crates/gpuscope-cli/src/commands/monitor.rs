@@ -57,7 +57,7 @@ pub fn run(args: MonitorArgs) -> Result<(), Failure> {
         peaks.add(&sample);
         log.write(&sample)?;
         show(&sample, &args, terminal, peaks.samples, &mut out)?;
-        if count.is_some_and(|n| peaks.samples >= n) {
+        if count.is_some_and(|n| peaks.samples >= n as u64) {
             break;
         }
         sleep_until(started + interval, || stop.received().is_some());

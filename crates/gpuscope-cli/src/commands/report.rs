@@ -33,7 +33,9 @@ fn resolve(given: &Path) -> Result<PathBuf, Failure> {
     if given != Path::new("latest") || given.exists() {
         return Ok(given.to_path_buf());
     }
-    let root = std::env::var_os("GPUSCOPE_RUNS").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    let root = std::env::var_os("GPUSCOPE_RUNS")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| PathBuf::from("."), PathBuf::from);
     let run = latest_run(&root)?;
     eprintln!("latest run: {}", run.display());
     Ok(run)

@@ -35,7 +35,7 @@ pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
     }
     let options = Options {
         frames: args.frames,
-        top: args.top.max(1),
+        top: args.top,
         requests: args.request.clone(),
         ..Options::default()
     };

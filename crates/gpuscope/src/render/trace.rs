@@ -12,6 +12,7 @@ use crate::analysis::trace::operators::OperatorStats;
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
 use crate::analysis::trace::steps::CATEGORIES;
+use crate::model::trace::NONE;
 
 /// JSON schema name and version of [`json`]'s output.
 pub const SCHEMA: &str = "gpuscope.trace/1";
@@ -217,6 +218,16 @@ pub fn summary(r: &RankReport, width: u16, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     Ok(())
+}
+
+/// A stream id for tables: GPU work recorded without one (CUPTI's range profiler) is
+/// `none`, not the column's empty marker.
+pub(crate) fn stream_label(stream: i64) -> String {
+    if stream == NONE {
+        "none".to_owned()
+    } else {
+        stream.to_string()
+    }
 }
 
 /// The text report in `width` columns.
@@ -435,7 +446,7 @@ fn idle(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
             0.0
         };
         t.add_row([
-            s.stream.to_string(),
+            stream_label(s.stream),
             format!("{:.1}", s.host_wait_us),
             format!("{:.1}", s.kernel_wait_us),
             format!("{:.1}", s.other_us),

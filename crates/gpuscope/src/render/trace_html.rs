@@ -10,6 +10,7 @@ use html_escape::encode_text as text;
 
 use super::html::{page_end, page_start, table};
 use super::svg::{chart, Chart, Line};
+use super::trace::stream_label;
 use crate::analysis::timeline::Unit;
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
@@ -167,7 +168,7 @@ fn rank_section(page: &mut String, r: &RankReport) {
             .iter()
             .map(|s| {
                 vec![
-                    s.stream.to_string(),
+                    stream_label(s.stream),
                     ms(s.host_wait_us),
                     ms(s.kernel_wait_us),
                     ms(s.other_us),
