@@ -28,65 +28,14 @@ def _parameter_bytes(model: nn.Module) -> int:
     return sum(storages.values())
 
 
-def test_lightning_callback(tmp_path: Path) -> None:
+def _fit_lightning(tmp_path: Path, accumulate: int = 1) -> tuple[Any, list[dict[str, float]]]:
+    """A small regressor trained by Lightning with gpuscope's callback (records every
+    ``EVERY`` steps into ``tmp_path / "run"``): the module, and every micro-batch's losses
+    as ``training_step`` computed them, in order."""
     lightning = pytest.importorskip("lightning.pytorch")
     from gpuscope.integrations.lightning import GpuscopeCallback
 
-    class Regressor(lightning.LightningModule):  # type: ignore[misc]
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
-
-        def training_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
-            x, y = batch
-            mse = nn.functional.mse_loss(self.net(x), y)
-            l2 = 1e-3 * sum(p.pow(2).sum() for p in self.parameters())
-            return {"loss": mse + l2, "mse": mse.detach(), "l2": l2.detach()}
-
-        def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.Adam(self.parameters(), lr=1e-3)
-
-    x = torch.randn(256, 8)
-    data = torch.utils.data.TensorDataset(x, x.sum(dim=1, keepdim=True))
-    loader = torch.utils.data.DataLoader(data, batch_size=8)
-    module = Regressor()
-    run_dir = tmp_path / "run"
-    trainer = lightning.Trainer(
-        max_steps=STEPS,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        callbacks=[GpuscopeCallback(run_dir, every=EVERY)],
-    )
-    trainer.fit(module, loader)
-
-    records = _records(run_dir)
-    # global_step counts optimizer steps: 1..STEPS after each batch.
-    assert [r["iteration"] for r in records] == list(range(EVERY, STEPS + 1, EVERY))
-    params = _parameter_bytes(module)
-    for r in records:
-        assert r["categories_bytes"]["parameters"] == params
-        assert r["categories_bytes"]["optimizer_state"] >= 2 * params  # Adam: exp_avg, exp_avg_sq
-        assert set(r["losses"]) == {"mse", "l2", "total"}
-        assert r["losses"]["total"] == pytest.approx(
-            r["losses"]["mse"] + r["losses"]["l2"], rel=1e-5
-        )
-    assert set(records[0]["modules_bytes"]) == {"net"}
-
-
-def test_lightning_callback_with_gradient_accumulation(tmp_path: Path) -> None:
-    """With ``accumulate_grad_batches=4``, ``on_train_batch_end`` runs four times per
-    optimizer step with one ``global_step``: one record per due step, whose losses are the
-    means over its four micro-batches, the total undivided (what ``training_step``
-    returned, not Lightning's ``loss / 4``)."""
-    lightning = pytest.importorskip("lightning.pytorch")
-    from gpuscope.integrations.lightning import GpuscopeCallback
-
-    accumulate = 4
-    seen: list[dict[str, float]] = []  # every micro-batch's figures, in order
+    seen: list[dict[str, float]] = []
 
     class Regressor(lightning.LightningModule):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -107,7 +56,7 @@ def test_lightning_callback_with_gradient_accumulation(tmp_path: Path) -> None:
     x = torch.randn(256, 8)  # 32 batches an epoch: accumulation windows never straddle one
     data = torch.utils.data.TensorDataset(x, x.sum(dim=1, keepdim=True))
     loader = torch.utils.data.DataLoader(data, batch_size=8)
-    run_dir = tmp_path / "run"
+    module = Regressor()
     trainer = lightning.Trainer(
         max_steps=STEPS,
         accumulate_grad_batches=accumulate,
@@ -117,10 +66,37 @@ def test_lightning_callback_with_gradient_accumulation(tmp_path: Path) -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
         default_root_dir=tmp_path,
-        callbacks=[GpuscopeCallback(run_dir, every=EVERY)],
+        callbacks=[GpuscopeCallback(tmp_path / "run", every=EVERY)],
     )
-    trainer.fit(Regressor(), loader)
+    trainer.fit(module, loader)
+    return module, seen
 
+
+def test_lightning_callback(tmp_path: Path) -> None:
+    module, _ = _fit_lightning(tmp_path)
+    run_dir = tmp_path / "run"
+    records = _records(run_dir)
+    # global_step counts optimizer steps: 1..STEPS after each batch.
+    assert [r["iteration"] for r in records] == list(range(EVERY, STEPS + 1, EVERY))
+    params = _parameter_bytes(module)
+    for r in records:
+        assert r["categories_bytes"]["parameters"] == params
+        assert r["categories_bytes"]["optimizer_state"] >= 2 * params  # Adam: exp_avg, exp_avg_sq
+        assert set(r["losses"]) == {"mse", "l2", "total"}
+        assert r["losses"]["total"] == pytest.approx(
+            r["losses"]["mse"] + r["losses"]["l2"], rel=1e-5
+        )
+    assert set(records[0]["modules_bytes"]) == {"net"}
+
+
+def test_lightning_callback_with_gradient_accumulation(tmp_path: Path) -> None:
+    """With ``accumulate_grad_batches=4``, ``on_train_batch_end`` runs four times per
+    optimizer step with one ``global_step``: one record per due step, whose losses are the
+    means over its four micro-batches, the total undivided (what ``training_step``
+    returned, not Lightning's ``loss / 4``)."""
+    accumulate = 4
+    _, seen = _fit_lightning(tmp_path, accumulate)
+    run_dir = tmp_path / "run"
     assert len(seen) == STEPS * accumulate
     records = _records(run_dir)
     assert [r["iteration"] for r in records] == list(range(EVERY, STEPS + 1, EVERY))

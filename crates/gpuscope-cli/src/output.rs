@@ -22,12 +22,13 @@ pub fn open(path: Option<&Path>) -> Result<Box<dyn Write>, Failure> {
 
 /// Refuses an output file that is one of the command's inputs: the input is read first,
 /// but the report written over it would leave nothing to read again.
-pub fn not_an_input(output: Option<&Path>, inputs: &[&Path]) -> Result<(), Failure> {
+pub fn not_an_input(output: Option<&Path>, inputs: &[Option<&Path>]) -> Result<(), Failure> {
     let Some(output) = output else {
         return Ok(());
     };
     if inputs
         .iter()
+        .flatten()
         .any(|input| same_file::is_same_file(output, input).unwrap_or(false))
     {
         return Err(Failure::Usage(format!(

@@ -9,21 +9,7 @@ use std::io::Read;
 use gpuscope::model::trace::Kind;
 use gpuscope::trace::read_trace;
 
-const TRACES: [&str; 13] = [
-    "alexnet_single_gpu.json.gz",
-    "amd_mi250_rocm.json.gz",
-    "cpu_only_rank34.json.gz",
-    "cupti_profiler_counters.json.gz",
-    "event_sync_multi_stream.json.gz",
-    "rank0_nccl_data.json.gz",
-    "rank0_nccl_negative_queue.json.gz",
-    "resnet50_v100_memory_workers0.json.gz",
-    "resnet50_v100_memory_workers4.json.gz",
-    "sampled_rank0.json.gz",
-    "sampled_rank1.json.gz",
-    "triton_example.json.gz",
-    "v100_rank0_ns_resolution.json.gz",
-];
+use common::TRACES;
 
 fn dom(name: &str) -> serde_json::Value {
     let file = std::fs::File::open(common::shared_data(&format!("traces/{name}"))).unwrap();

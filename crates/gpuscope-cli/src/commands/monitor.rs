@@ -19,9 +19,7 @@ use crate::{output, Failure};
 const CLEAR: &str = "\x1b[H\x1b[2J";
 
 pub fn run(args: MonitorArgs) -> Result<(), Failure> {
-    if let Some(from) = &args.from {
-        output::not_an_input(args.log.as_deref(), &[from])?;
-    }
+    output::not_an_input(args.log.as_deref(), &[args.from.as_deref()])?;
     let mut sampler = match &args.from {
         Some(path) => Sampler::from_saved(path)?,
         None => Sampler::detect(),

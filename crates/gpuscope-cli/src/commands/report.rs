@@ -13,7 +13,7 @@ pub fn run(args: ReportArgs) -> Result<(), Failure> {
     let mut runs = Vec::new();
     for given in &args.paths {
         let path = resolve(given)?;
-        output::not_an_input(args.output.as_deref(), &[&path])?;
+        output::not_an_input(args.output.as_deref(), &[Some(&path)])?;
         let ranks = load_run(&path, &mut output::progress("reading"))?;
         runs.push((path, ranks));
     }

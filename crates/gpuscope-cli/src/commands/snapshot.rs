@@ -1,6 +1,6 @@
 //! `gpuscope snapshot`: analyse a CUDA allocator snapshot, or compare two.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use gpuscope::analysis::snapshot::diff::diff;
 use gpuscope::analysis::snapshot::{snapshot_report, Options};
@@ -13,12 +13,10 @@ use crate::args::{ReportFormat, SnapshotArgs};
 use crate::{output, Failure};
 
 pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
-    let inputs: Vec<&Path> = [Some(&args.path), args.diff.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(PathBuf::as_path)
-        .collect();
-    output::not_an_input(args.output.as_deref(), &inputs)?;
+    output::not_an_input(
+        args.output.as_deref(),
+        &[Some(&args.path), args.diff.as_deref()],
+    )?;
     let snapshot = read(&args.path)?;
     let width = output::text_width();
     if let Some(other) = &args.diff {

@@ -19,7 +19,7 @@ pub fn run(args: TbArgs) -> Result<(), Failure> {
         keep_points,
         keep_going: args.keep_going,
     };
-    output::not_an_input(args.output.as_deref(), &[&args.path])?;
+    output::not_an_input(args.output.as_deref(), &[Some(&args.path)])?;
     let mut data = load_log_dir(&args.path, &options, &mut output::progress("reading"))?;
     if !args.tag.is_empty() {
         if let Some(wanted) = data.select_tags(&args.tag).first() {

@@ -23,12 +23,10 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
     } else {
         (Clock::Exact, "exact")
     };
-    let inputs: Vec<&Path> = [Some(&args.path), args.diff.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(PathBuf::as_path)
-        .collect();
-    output::not_an_input(args.output.as_deref(), &inputs)?;
+    output::not_an_input(
+        args.output.as_deref(),
+        &[Some(&args.path), args.diff.as_deref()],
+    )?;
     if args.path.is_file() && is_memory_timeline(&args.path) {
         return memory_timeline(&args);
     }

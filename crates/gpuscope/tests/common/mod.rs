@@ -1,4 +1,6 @@
-//! Helpers shared by the engine's integration tests.
+//! Helpers shared by the engine's integration tests. Each test file compiles this module on
+//! its own and uses only part of it.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 
@@ -8,3 +10,20 @@ pub fn shared_data(rel: &str) -> PathBuf {
         .join("../../../shared/data")
         .join(rel)
 }
+
+/// Every trace in `../shared/data/traces`, by file name.
+pub const TRACES: [&str; 13] = [
+    "alexnet_single_gpu.json.gz",
+    "amd_mi250_rocm.json.gz",
+    "cpu_only_rank34.json.gz",
+    "cupti_profiler_counters.json.gz",
+    "event_sync_multi_stream.json.gz",
+    "rank0_nccl_data.json.gz",
+    "rank0_nccl_negative_queue.json.gz",
+    "resnet50_v100_memory_workers0.json.gz",
+    "resnet50_v100_memory_workers4.json.gz",
+    "sampled_rank0.json.gz",
+    "sampled_rank1.json.gz",
+    "triton_example.json.gz",
+    "v100_rank0_ns_resolution.json.gz",
+];
