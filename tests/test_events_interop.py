@@ -685,6 +685,19 @@ def test_wrong_value_type(tmp_path: Path, value: Any) -> None:
     assert [(e.step, e.value) for e in accumulator(tmp_path).Scalars("x")] == [(2, 2.0)]
 
 
+@pytest.mark.parametrize(
+    "values",
+    [["a"], [1.0, None], "text", object(), torch.tensor([1.0]).to_sparse()],
+    ids=["strings", "None", "str", "object", "sparse tensor"],
+)
+def test_histogram_of_what_is_not_numbers_is_a_type_error(tmp_path: Path, values: Any) -> None:
+    with gpuscope.EventWriter(tmp_path) as w:
+        with pytest.raises(TypeError, match="histogram values must be numbers"):
+            w.add_histogram("h", values, 1)
+        w.add_histogram("h", [1.0, 2.0], 2)  # the writer is still usable
+    assert [e.step for e in accumulator(tmp_path).Histograms("h")] == [2]
+
+
 METHODS_AFTER_CLOSE: dict[str, Callable[[Any], None]] = {
     "add_scalar": lambda w: w.add_scalar("x", 1.0, 1),
     "add_scalars": lambda w: w.add_scalars("m", {"a": 1.0}, 1),

@@ -16,14 +16,20 @@ __all__ = ["EventWriter", "read_events"]
 
 
 def _flat_floats(values: Any) -> list[float]:
-    """Values of a tensor, array or sequence as a flat list of Python floats."""
-    if hasattr(values, "detach"):  # torch.Tensor: no numpy needed
-        return [float(v) for v in values.detach().reshape(-1).double().cpu().tolist()]
-    if hasattr(values, "ravel"):  # numpy array
-        return [float(v) for v in values.ravel().tolist()]
-    if isinstance(values, (int, float)):
-        return [float(values)]
-    return [float(v) for v in values]
+    """Values of a tensor, array or sequence as a flat list of Python floats; TypeError
+    for anything that is not numbers (as for every value the writer takes)."""
+    try:
+        if hasattr(values, "detach"):  # torch.Tensor: no numpy needed
+            return [float(v) for v in values.detach().reshape(-1).double().cpu().tolist()]
+        if hasattr(values, "ravel"):  # numpy array
+            return [float(v) for v in values.ravel().tolist()]
+        if isinstance(values, (int, float)):
+            return [float(values)]
+        return [float(v) for v in values]
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError(
+            f"histogram values must be numbers (a tensor, an array or a sequence): {e}"
+        ) from None
 
 
 class EventWriter(_native.EventWriter):
