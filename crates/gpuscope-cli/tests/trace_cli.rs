@@ -707,3 +707,24 @@ fn gpu_work_without_a_stream_is_stream_none() {
         "{idle}"
     );
 }
+
+#[test]
+fn a_handful_of_launches_makes_no_launch_bound_verdict() {
+    let rank = |name: &str| -> Value {
+        let out = trace([traces_dir().join(name), "--format".into(), "json".into()]);
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["ranks"][0].clone()
+    };
+    // One compiled kernel launched once: shorter than its launch, but no pattern.
+    let triton = rank("triton_example.json.gz");
+    assert_eq!(triton["launches"]["count"], 1);
+    assert_eq!(triton["launch_bound"], false);
+    // 2516 launches, most shorter than their launch call, short queues.
+    let nccl = rank("rank0_nccl_data.json.gz");
+    assert_eq!(nccl["launch_bound"], true);
+    // The triton step is 13 s with nothing recorded on the CPU: said so, not blamed on
+    // host-side work of 0 %.
+    let advice = triton["steps"]["verdicts"][0]["advice"].as_str().unwrap();
+    assert!(advice.contains("saw nothing run on the CPU"), "{advice}");
+}

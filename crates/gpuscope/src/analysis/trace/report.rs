@@ -24,11 +24,14 @@ use crate::trace::TraceFile;
 pub const LAUNCH_BOUND_QUEUE: f64 = 2.0;
 
 fn is_launch_bound(stats: &Option<LaunchStats>, queues: &[StreamQueue]) -> bool {
-    stats
-        .as_ref()
-        .is_some_and(|l| l.shorter_than_launch_percent >= 50.0)
-        && queues.iter().all(|q| q.mean < LAUNCH_BOUND_QUEUE)
+    stats.as_ref().is_some_and(|l| {
+        l.count >= LAUNCH_BOUND_MIN_LAUNCHES && l.shorter_than_launch_percent >= 50.0
+    }) && queues.iter().all(|q| q.mean < LAUNCH_BOUND_QUEUE)
 }
+
+/// Launches below which a trace says nothing about launch overhead (one compiled kernel
+/// launched once is no pattern).
+pub const LAUNCH_BOUND_MIN_LAUNCHES: usize = 20;
 
 /// Gaps listed per rank.
 const GAPS: usize = 5;

@@ -240,13 +240,22 @@ fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
         out.push(Verdict {
             kind: "gpu_starved",
             percent: idle,
-            advice: format!(
-                "the GPU is idle {idle:.0} % of each step while the CPU runs operators \
-                 ({:.0} %) and runtime calls ({:.0} %): host-side work or synchronisation \
-                 (.item(), .cpu(), printing tensors) holds it back",
-                mean.percent("cpu_exec"),
-                mean.percent("runtime")
-            ),
+            advice: if mean.percent("other") >= GPU_IDLE_PERCENT {
+                format!(
+                    "the GPU is idle {idle:.0} % of each step and for {:.0} % of it the \
+                     profiler saw nothing run on the CPU either: time outside its events \
+                     (torch.compile compiling, waiting on I/O or another process, a sleep)",
+                    mean.percent("other")
+                )
+            } else {
+                format!(
+                    "the GPU is idle {idle:.0} % of each step while the CPU runs operators \
+                     ({:.0} %) and runtime calls ({:.0} %): host-side work or \
+                     synchronisation (.item(), .cpu(), printing tensors) holds it back",
+                    mean.percent("cpu_exec"),
+                    mean.percent("runtime")
+                )
+            },
         });
     }
     let thresholds: [Threshold; 3] = [
