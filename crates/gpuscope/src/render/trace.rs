@@ -83,20 +83,28 @@ pub fn diff_text(
             d.total_a_us / 1000.0,
             d.total_b_us / 1000.0
         )?;
-        for (title, rows) in [
+        let tables = [
             ("slower in B", &d.slower),
             ("faster in B", &d.faster),
             ("only in B", &d.added),
             ("only in A", &d.removed),
-        ] {
+        ];
+        // Numbered across the tables: a kernel only in A and another only in B may read
+        // alike too.
+        let all = tables.iter().flat_map(|(_, rows)| rows.iter());
+        let labels = labels(all.map(|c| c.name.as_str()), NAME_COLUMN - 4);
+        let mut labels_left = labels.as_slice();
+        for (title, rows) in tables {
+            let (these, rest) = labels_left.split_at(rows.len());
+            labels_left = rest;
             if rows.is_empty() {
                 continue;
             }
             let mut t = table(width);
             t.set_header([title, "n A", "ms A", "n B", "ms B", "Δ ms"]);
-            for c in rows {
+            for (c, label) in rows.iter().zip(these) {
                 t.add_row([
-                    clip(&short_name(&c.name), NAME_COLUMN - 4),
+                    label.clone(),
                     c.count_a.to_string(),
                     format!("{:.2}", c.total_a_us / 1000.0),
                     c.count_b.to_string(),
@@ -107,6 +115,7 @@ pub fn diff_text(
             right_align(&mut t, &[1, 2, 3, 4, 5]);
             writeln!(out, "{t}")?;
         }
+        alike_note(out, &labels, width)?;
     }
     Ok(())
 }
@@ -305,9 +314,10 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
         writeln!(out, "Top kernels by total time")?;
         let mut top = table(width);
         top.set_header(["kernel", "n", "total µs", "mean", "max", "%"]);
-        for k in &r.top_kernels {
+        let labels = labels(r.top_kernels.iter().map(|k| k.name.as_str()), NAME_COLUMN);
+        for (k, label) in r.top_kernels.iter().zip(&labels) {
             top.add_row([
-                clip(&short_name(&k.name), NAME_COLUMN),
+                label.clone(),
                 k.count.to_string(),
                 format!("{:.1}", k.sum_us),
                 format!("{:.1}", k.mean_us),
@@ -317,6 +327,7 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
         }
         right_align(&mut top, &[1, 2, 3, 4, 5]);
         writeln!(out, "{top}")?;
+        alike_note(out, &labels, width)?;
         writeln!(out)?;
         idle(out, r, width)?;
         launches(out, r, width)?;
@@ -573,6 +584,41 @@ fn steps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
     writeln!(out)
 }
 
+/// Names for a table column `width` wide: shortened ([`short_name`]) and clipped, and
+/// numbered ` (1)`, ` (2)`, ... where several would read alike (instantiations of one
+/// template, names that differ only past the cut).
+fn labels<'a>(names: impl Iterator<Item = &'a str>, width: usize) -> Vec<String> {
+    let short: Vec<String> = names.map(short_name).collect();
+    let plain: Vec<String> = short.iter().map(|s| clip(s, width)).collect();
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    plain
+        .iter()
+        .zip(&short)
+        .map(|(label, short)| {
+            if plain.iter().filter(|other| *other == label).count() == 1 {
+                return label.clone();
+            }
+            let n = seen.entry(label.as_str()).or_default();
+            *n += 1;
+            let number = format!(" ({n})");
+            format!("{}{number}", clip(short, width - number.len()))
+        })
+        .collect()
+}
+
+/// The line under a table whose names [`labels`] numbered.
+fn alike_note(out: &mut dyn Write, labels: &[String], width: u16) -> io::Result<()> {
+    if labels.iter().any(|l| l.ends_with(" (1)")) {
+        paragraph(
+            out,
+            "(1), (2), ...: different kernels whose names read alike here; --format json has \
+             their full names.",
+            width,
+        )?;
+    }
+    Ok(())
+}
+
 /// Widest kernel name in the text table; the JSON has the full names.
 const NAME_COLUMN: usize = 32;
 
@@ -606,7 +652,29 @@ fn short_name(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::short_name;
+    use super::{labels, short_name};
+
+    #[test]
+    fn names_that_read_alike_are_numbered() {
+        let names = [
+            "void implicit_convolve_sgemm<float, 1024>(int)",
+            "void other_kernel(int)",
+            "void implicit_convolve_sgemm<float, 128>(int)",
+            "at::native::vectorized_elementwise_kernel_a",
+            "at::native::vectorized_elementwise_kernel_b",
+        ];
+        assert_eq!(
+            labels(names.into_iter(), 24),
+            [
+                "implicit_convolve_s… (1)",
+                "other_kernel",
+                "implicit_convolve_s… (2)",
+                "at::native::vectori… (1)",
+                "at::native::vectori… (2)",
+            ]
+        );
+        assert_eq!(labels(["a", "b"].into_iter(), 24), ["a", "b"]);
+    }
 
     #[test]
     fn kernel_names_lose_templates_and_parameters() {
