@@ -101,7 +101,16 @@ fn state(out: &mut dyn Write, s: &Stats, width: u16) -> io::Result<()> {
     let internal = s.internal_free_percent.map_or(String::new(), |p| {
         format!(" ({p:.1} % internal: rounding inside allocated blocks)")
     });
-    writeln!(out, "Free: {}{internal}", bytes(s.free_bytes))?;
+    // memory_viz's total_free; the fragmentation section's free bytes are reserved −
+    // allocated (the cached blocks), which leaves out the rounding counted here.
+    paragraph(
+        out,
+        &format!(
+            "Free: {} reserved but not requested{internal}",
+            bytes(s.free_bytes)
+        ),
+        width,
+    )?;
     let blocks: Vec<String> = s
         .block_counts
         .iter()

@@ -277,7 +277,7 @@ fn sections(out: &mut dyn Write, trends: &[SectionTrend], width: u16) -> io::Res
         "Timed sections (ms per call; growth: last third of the run vs first):"
     )?;
     let mut t = table(width);
-    t.set_header(vec!["section", "mean", "p95 max", "share", "growth"]);
+    t.set_header(vec!["section", "mean", "worst p95", "share", "growth"]);
     let mut ordered: Vec<&SectionTrend> = trends.iter().collect();
     ordered.sort_by(|a, b| a.path.cmp(&b.path));
     for s in ordered {
