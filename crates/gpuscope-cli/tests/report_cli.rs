@@ -19,14 +19,13 @@ fn reference() -> serde_json::Value {
 
 const LOG: &str = "logs/tensor_profile_20260128_140205.log";
 
+fn gpuscope() -> Command {
+    Command::cargo_bin("gpuscope").unwrap()
+}
+
 #[test]
 fn text_summary_has_the_seed_analyzers_facts() {
-    let out = Command::cargo_bin("gpuscope")
-        .unwrap()
-        .arg("report")
-        .arg(shared(LOG))
-        .output()
-        .unwrap();
+    let out = gpuscope().arg("report").arg(shared(LOG)).output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -63,8 +62,7 @@ fn text_summary_has_the_seed_analyzers_facts() {
 
 #[test]
 fn json_has_bytes() {
-    let out = Command::cargo_bin("gpuscope")
-        .unwrap()
+    let out = gpuscope()
         .args(["report", "--format", "json"])
         .arg(shared(LOG))
         .output()
@@ -95,8 +93,7 @@ fn a_log_cut_inside_its_last_block_ends_at_the_block_before() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tensor_profile_cut.log");
     std::fs::write(&path, &text[..cut]).unwrap();
-    let out = Command::cargo_bin("gpuscope")
-        .unwrap()
+    let out = gpuscope()
         .args(["report", "--format", "json"])
         .arg(&path)
         .output()
@@ -119,12 +116,7 @@ fn a_file_of_the_wrong_kind_is_one_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("memory.jsonl");
     std::fs::write(&junk, "hello\nworld\n").unwrap();
-    let out = Command::cargo_bin("gpuscope")
-        .unwrap()
-        .arg("report")
-        .arg(&junk)
-        .output()
-        .unwrap();
+    let out = gpuscope().arg("report").arg(&junk).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -143,12 +135,7 @@ fn a_directory_of_runs_is_not_read_as_one_run() {
         std::fs::create_dir_all(&profiles).unwrap();
         std::fs::copy(shared(LOG), profiles.join("tensor_profile_1.log")).unwrap();
     }
-    let out = Command::cargo_bin("gpuscope")
-        .unwrap()
-        .arg("report")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = gpuscope().arg("report").arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -159,8 +146,7 @@ fn a_directory_of_runs_is_not_read_as_one_run() {
         "{err}"
     );
     // Each of them reads as a run of its own.
-    let out = Command::cargo_bin("gpuscope")
-        .unwrap()
+    let out = gpuscope()
         .arg("report")
         .arg(&a)
         .arg(dir.path().join("b"))
@@ -179,8 +165,7 @@ fn latest_with_an_empty_gpuscope_runs_looks_in_the_current_directory() {
     let profiles = dir.path().join("run1").join("profiles");
     std::fs::create_dir_all(&profiles).unwrap();
     std::fs::copy(shared(LOG), profiles.join("tensor_profile_1.log")).unwrap();
-    let out = Command::cargo_bin("gpuscope")
-        .unwrap()
+    let out = gpuscope()
         .args(["report", "latest"])
         .env("GPUSCOPE_RUNS", "")
         .current_dir(dir.path())

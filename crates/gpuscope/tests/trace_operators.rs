@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::Read;
 
 use gpuscope::analysis::trace::operators::operators;
 use gpuscope::trace::read_trace;
@@ -15,12 +14,7 @@ use common::TRACES;
 /// Whether the trace links GPU work to operators: it has no GPU work, or some of it has
 /// the External id of a CPU operator or user annotation.
 fn linked(name: &str) -> bool {
-    let file = std::fs::File::open(common::shared_data(&format!("traces/{name}"))).unwrap();
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(file)
-        .read_to_string(&mut text)
-        .unwrap();
-    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&common::trace_text(name)).unwrap();
     let events = doc["traceEvents"].as_array().unwrap();
     let ids = |categories: &[&str]| -> HashSet<i64> {
         events

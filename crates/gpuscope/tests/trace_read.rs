@@ -4,7 +4,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Read;
 
 use gpuscope::model::trace::Kind;
 use gpuscope::trace::read_trace;
@@ -12,12 +11,7 @@ use gpuscope::trace::read_trace;
 use common::TRACES;
 
 fn dom(name: &str) -> serde_json::Value {
-    let file = std::fs::File::open(common::shared_data(&format!("traces/{name}"))).unwrap();
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(file)
-        .read_to_string(&mut text)
-        .unwrap();
-    serde_json::from_str(&text).unwrap()
+    serde_json::from_str(&common::trace_text(name)).unwrap()
 }
 
 /// Events per kind as the DOM has them: complete events by category, `[memory]` instants.
@@ -119,11 +113,7 @@ fn nanosecond_timestamps_are_kept_to_the_nanosecond() {
         &mut |_, _| {},
     )
     .unwrap();
-    let file = std::fs::File::open(common::shared_data(&format!("traces/{name}"))).unwrap();
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(file)
-        .read_to_string(&mut text)
-        .unwrap();
+    let text = common::trace_text(name);
     type Raw = Box<serde_json::value::RawValue>;
     let doc: BTreeMap<String, Raw> = serde_json::from_str(&text).unwrap();
     let events: Vec<BTreeMap<String, Raw>> =

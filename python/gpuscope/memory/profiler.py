@@ -565,13 +565,7 @@ def _check_iteration(iteration: Any, method: str) -> None:
     a numpy integer, a one-element tensor); ``None`` would fail deep in the schedule."""
     if type(iteration) is int:
         return
-    if isinstance(iteration, torch.Tensor):
-        ok = iteration.numel() == 1 and not iteration.is_complex()
-    else:
-        ok = not isinstance(iteration, (str, bytes, bool)) and (
-            hasattr(iteration, "__index__") or hasattr(iteration, "__float__")
-        )
-    if not ok:
+    if isinstance(iteration, bool) or not _one_number(iteration):
         raise TypeError(
             f"MemoryProfiler.{method}: iteration must be an int (the training iteration's "
             f"number), not {iteration!r:.40} ({type(iteration).__name__})"

@@ -1,6 +1,7 @@
 //! Renders `gpuscope trace`: text for an 80-column terminal and the `gpuscope.trace/1`
 //! JSON document.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -590,15 +591,19 @@ fn steps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
 fn labels<'a>(names: impl Iterator<Item = &'a str>, width: usize) -> Vec<String> {
     let short: Vec<String> = names.map(short_name).collect();
     let plain: Vec<String> = short.iter().map(|s| clip(s, width)).collect();
-    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut uses: HashMap<&str, usize> = HashMap::new();
+    for label in &plain {
+        *uses.entry(label).or_default() += 1;
+    }
+    let mut seen: HashMap<&str, usize> = HashMap::new();
     plain
         .iter()
         .zip(&short)
         .map(|(label, short)| {
-            if plain.iter().filter(|other| *other == label).count() == 1 {
+            if uses[label.as_str()] == 1 {
                 return label.clone();
             }
-            let n = seen.entry(label.as_str()).or_default();
+            let n = seen.entry(label).or_default();
             *n += 1;
             let number = format!(" ({n})");
             format!("{}{number}", clip(short, width - number.len()))

@@ -2,6 +2,7 @@
 //! its own and uses only part of it.
 #![allow(dead_code)]
 
+use std::io::Read;
 use std::path::PathBuf;
 
 /// `../shared/data/<rel>` beside the repository, where the real GPU artifacts live.
@@ -27,3 +28,13 @@ pub const TRACES: [&str; 13] = [
     "triton_example.json.gz",
     "v100_rank0_ns_resolution.json.gz",
 ];
+
+/// The decompressed JSON text of the shared trace `name`.
+pub fn trace_text(name: &str) -> String {
+    let file = std::fs::File::open(shared_data(&format!("traces/{name}"))).unwrap();
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(file)
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}

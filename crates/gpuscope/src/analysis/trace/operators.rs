@@ -136,9 +136,7 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
     let mut owner: Vec<usize> = (0..ops.len()).collect();
     let mut self_ns: Vec<i64> = ops.iter().map(|&i| e.dur[i]).collect();
     let launched = launched_gpu_time(trace, ops);
-    let mut gpu_ns = vec![0i64; ops.len()];
-    let no_launches = vec![0i64; ops.len()];
-    let launched_or_none = launched.as_ref().unwrap_or(&no_launches);
+    let mut gpu_ns = launched.as_ref().map(|_| vec![0i64; ops.len()]);
     for &k in &order {
         if let Some(p) = parent[k] {
             if e.name[ops[p]] == e.name[ops[k]] && children[p] == 1 {
@@ -148,12 +146,14 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
                 self_ns[owner[p]] -= e.dur[ops[k]];
             }
         }
-        gpu_ns[owner[k]] += launched_or_none[k];
+        if let (Some(gpu_ns), Some(launched)) = (&mut gpu_ns, &launched) {
+            gpu_ns[owner[k]] += launched[k];
+        }
     }
     Calls {
         merged,
         self_ns: self_ns.into_iter().map(|ns| ns.max(0)).collect(),
-        gpu_ns: launched.is_some().then_some(gpu_ns),
+        gpu_ns,
     }
 }
 
