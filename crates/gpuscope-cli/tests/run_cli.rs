@@ -188,3 +188,61 @@ fn a_run_without_a_command_is_a_usage_error() {
         .unwrap();
     one_error_line(&out);
 }
+
+#[test]
+fn a_second_run_into_the_same_directory_continues_its_log_and_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = run_sh(dir.path(), "sleep 0.5");
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let earlier = samples(dir.path()).len();
+    assert!(earlier >= 2, "{earlier} samples");
+    // A run killed while writing a sample leaves its last line cut off.
+    let log = dir.path().join("gpu.jsonl");
+    let mut cut = std::fs::read(&log).unwrap();
+    cut.extend_from_slice(b"{\"schema\": \"gpuscope.gpu_sam");
+    std::fs::write(&log, cut).unwrap();
+
+    let second = run_sh(dir.path(), "sleep 0.5");
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    let stderr = text(&second.stderr);
+    let said = format!(
+        "already holds {} samples of an earlier run; this run's are appended, TensorBoard \
+         steps continuing from {}",
+        earlier + 1,
+        earlier + 1
+    );
+    assert!(stderr.contains(&said), "{stderr}");
+    // The cut-off line stays as it was, alone on its line; every later line is whole.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[earlier], "{\"schema\": \"gpuscope.gpu_sam");
+    assert!(lines.len() > earlier + 2, "{} lines", lines.len());
+    for line in &lines[earlier + 1..] {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+
+    // TensorBoard: the second event file's steps start after the first run's samples.
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .arg("tb")
+        .arg(dir.path().join("tensorboard"))
+        .args(["--tag", "Host/ram_used_MB", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let steps: Vec<i64> = json["tags"]["Host/ram_used_MB"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["step"].as_i64().unwrap())
+        .collect();
+    let mut sorted = steps.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), steps.len(), "a step written twice: {steps:?}");
+    assert!(
+        steps.contains(&0) && steps.contains(&(earlier as i64 + 1)),
+        "{steps:?}"
+    );
+}

@@ -35,6 +35,18 @@ pub fn run(args: MonitorArgs) -> Result<(), Failure> {
     let mut log = SampleLog::default();
     if let Some(path) = &args.log {
         log.add_file(path)?;
+        let earlier = log.earlier_samples();
+        if earlier > 0 {
+            eprintln!(
+                "{} already holds {earlier} samples; new ones are appended{}",
+                path.display(),
+                if args.tensorboard.is_some() {
+                    format!(", TensorBoard steps continuing from {earlier}")
+                } else {
+                    String::new()
+                }
+            );
+        }
     }
     if let Some(dir) = &args.tensorboard {
         log.add_tensorboard(dir)?;

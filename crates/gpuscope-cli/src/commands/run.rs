@@ -117,7 +117,17 @@ fn open_log(run_dir: &Path) -> Option<SampleLog> {
         .add_file(&run_dir.join("gpu.jsonl"))
         .and_then(|()| log.add_tensorboard(&run_dir.join("tensorboard")));
     match opened {
-        Ok(()) => Some(log),
+        Ok(()) => {
+            let earlier = log.earlier_samples();
+            if earlier > 0 {
+                eprintln!(
+                    "gpuscope run: {} already holds {earlier} samples of an earlier run; this \
+                     run's are appended, TensorBoard steps continuing from {earlier}",
+                    run_dir.display()
+                );
+            }
+            Some(log)
+        }
         Err(e) => {
             eprintln!("gpuscope run: {e}; the command runs without samples");
             None

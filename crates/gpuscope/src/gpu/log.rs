@@ -1,7 +1,9 @@
 //! Where samples are logged: JSONL (`gpu.jsonl`, one [`Sample`] per line), CSV (one row
 //! per GPU per sample, for spreadsheets) and TensorBoard scalars — each through a
-//! background writer thread, appended to, so a restarted monitor keeps one file.
+//! background writer thread, appended to, so a restarted monitor keeps one file. A JSONL
+//! log that already holds samples (a resumed run) sets where TensorBoard steps continue.
 
+use std::io::Read;
 use std::path::Path;
 
 use crate::batch_writer::{BatchOptions, BatchWriter, OpenMode};
@@ -45,19 +47,32 @@ pub struct SampleLog {
     files: Vec<(Format, BatchWriter)>,
     tensorboard: Option<EventWriter>,
     step: i64,
+    /// Samples found in a JSONL log when it was opened.
+    earlier: i64,
 }
 
 impl SampleLog {
-    /// Also appends samples to `path`: CSV if it ends in `.csv`, else JSONL.
+    /// Also appends samples to `path`: CSV if it ends in `.csv`, else JSONL. The samples
+    /// a JSONL file already holds count as earlier steps ([`SampleLog::earlier_samples`]).
     pub fn add_file(&mut self, path: &Path) -> Result<()> {
         let csv = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
         let empty = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
-        let header = if csv && empty {
-            format!("{}\n", CSV_COLUMNS.join(","))
+        let header = if empty {
+            if csv {
+                format!("{}\n", CSV_COLUMNS.join(","))
+            } else {
+                String::new()
+            }
         } else {
-            String::new()
+            let (lines, cut_off) = lines_of(path)?;
+            if !csv {
+                self.earlier = self.earlier.max(lines);
+                self.step = self.step.max(lines);
+            }
+            // A line cut off by a killed run is ended, so the next one starts whole.
+            if cut_off { "\n" } else { "" }.to_owned()
         };
         let writer = BatchWriter::open(
             path,
@@ -81,7 +96,14 @@ impl SampleLog {
         self.tensorboard.as_ref().map(EventWriter::path)
     }
 
-    /// Queues `sample` to every destination; TensorBoard steps count samples from 0.
+    /// Samples an earlier run left in the JSONL log: this run's TensorBoard steps start
+    /// after them, so a resumed run's scalars continue instead of starting over at 0.
+    pub fn earlier_samples(&self) -> i64 {
+        self.earlier
+    }
+
+    /// Queues `sample` to every destination; TensorBoard steps count samples from 0, or
+    /// from [`SampleLog::earlier_samples`].
     pub fn write(&mut self, sample: &Sample) -> Result<()> {
         for (format, file) in &self.files {
             match format {
@@ -115,6 +137,27 @@ impl SampleLog {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// The lines of a file, counting a last one without its newline (a run killed while
+/// writing it), and whether there is such a line. Read in chunks: a log of a long run
+/// can be large.
+fn lines_of(path: &Path) -> Result<(i64, bool)> {
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut chunk = vec![0; 1 << 20];
+    let (mut lines, mut last) = (0i64, b'\n');
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        lines += memchr::memchr_iter(b'\n', &chunk[..n]).count() as i64;
+        last = chunk[n - 1];
+    }
+    let cut_off = last != b'\n';
+    Ok((lines + i64::from(cut_off), cut_off))
 }
 
 fn csv_rows(sample: &Sample) -> std::io::Result<Vec<u8>> {
