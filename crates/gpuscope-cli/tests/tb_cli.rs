@@ -206,3 +206,54 @@ fn a_histogram_tag_says_its_values_are_not_shown() {
     );
     assert!(text.contains("values of scalars and text only"), "{text}");
 }
+
+/// A log directory with one event file holding these scalar tags (three steps each).
+fn log_dir_with_tags(tags: &[&str]) -> tempfile::TempDir {
+    use gpuscope::tfevents::{EventWriter, WriterOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = EventWriter::create(dir.path(), WriterOptions::default()).unwrap();
+    for step in 0..3 {
+        for tag in tags {
+            w.add_scalar(tag, 0.5, step, Some(1.7e9)).unwrap();
+        }
+    }
+    w.close().unwrap();
+    dir
+}
+
+#[test]
+fn long_tag_names_are_printed_whole_so_they_can_be_copied() {
+    let long = "TensorProfiling/Tensor_Category/activations_of_the_very_long_module_name_MB";
+    let longer = format!("Grad/{}", "encoder.layers.11.self_attention.".repeat(3));
+    let dir = log_dir_with_tags(&[long, "loss", &longer]);
+    for args in [&["tb", "--tags"][..], &["tb"][..]] {
+        let out = gpuscope().args(args).arg(dir.path()).output().unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for tag in [long, longer.as_str(), "loss"] {
+            assert!(
+                lines.iter().any(|l| l.split_whitespace().any(|w| w == tag)),
+                "{tag:?} is not on one line:\n{text}"
+            );
+        }
+        // Only the file line and the names too long for any 80-column table are wider.
+        for line in &lines {
+            let wide = line.chars().count() > 80;
+            assert!(
+                !wide || line.contains("tfevents") || line.trim() == longer,
+                "too wide: {line:?}"
+            );
+        }
+        // The row of a name on its own line still follows it, under the table's columns.
+        let at = lines.iter().position(|l| l.trim() == long).unwrap();
+        assert!(lines[at + 1].trim_start().starts_with("scalar"), "{text}");
+    }
+    // What is printed can be given back to --tag.
+    let out = gpuscope()
+        .args(["tb", "--tag", long])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+}

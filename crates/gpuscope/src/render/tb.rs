@@ -54,44 +54,8 @@ pub fn text(data: &LogData, view: TextView, width: u16, out: &mut dyn Write) -> 
     let several_runs = data.series.iter().any(|s| s.run != ".");
     match view {
         TextView::Tags => {
-            let with_values = data
-                .series
-                .iter()
-                .any(|s| !s.points.is_empty() || !s.texts.is_empty());
-            let mut header = vec!["tag", "kind", "count", "steps"];
-            if with_values {
-                header.push("last value");
-            }
-            if several_runs {
-                header.insert(0, "run");
-            }
-            let mut t = super::table(width);
-            t.set_header(header);
-            for s in &data.series {
-                let mut row = vec![
-                    s.tag.clone(),
-                    s.kind.to_owned(),
-                    s.count.to_string(),
-                    format!("{}–{}", s.first_step, s.last_step),
-                ];
-                if with_values {
-                    row.push(last_value(s));
-                }
-                if several_runs {
-                    row.insert(0, s.run.clone());
-                }
-                t.add_row(row);
-            }
-            // Tags take the room that is left and wrap; every other column keeps its
-            // content on one line (values are shortened to fit, see `last_value`).
-            let tag_column = usize::from(several_runs);
-            for (i, column) in t.column_iter_mut().enumerate() {
-                if i != tag_column {
-                    column.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
-                }
-            }
             writeln!(out)?;
-            writeln!(out, "{t}")?;
+            tag_table(data, several_runs, width, out)?;
         }
         TextView::Series => {
             for s in &data.series {
@@ -145,11 +109,86 @@ pub fn text(data: &LogData, view: TextView, width: u16, out: &mut dyn Write) -> 
     Ok(())
 }
 
+/// The tag table. Every tag is printed whole, so that it can be copied into `--tag`: a tag
+/// too long for the room the other columns leave in `width` (or holding a line break) goes
+/// on a line of its own, at the tag column, with the rest of its row on the next line.
+fn tag_table(
+    data: &LogData,
+    several_runs: bool,
+    width: u16,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let with_values = data
+        .series
+        .iter()
+        .any(|s| !s.points.is_empty() || !s.texts.is_empty());
+    // Nothing in it wraps: every cell is one line, and each column as wide as its content.
+    let table = |tag_cell: &dyn Fn(&Series) -> String| {
+        let mut header = vec!["tag", "kind", "count", "steps"];
+        if with_values {
+            header.push("last value");
+        }
+        if several_runs {
+            header.insert(0, "run");
+        }
+        let mut t = super::table(width);
+        t.set_header(header);
+        for s in &data.series {
+            let mut row = vec![
+                tag_cell(s),
+                s.kind.to_owned(),
+                s.count.to_string(),
+                format!("{}–{}", s.first_step, s.last_step),
+            ];
+            if with_values {
+                row.push(last_value(s));
+            }
+            if several_runs {
+                row.insert(0, s.run.replace(['\n', '\r'], " "));
+            }
+            t.add_row(row);
+        }
+        for column in t.column_iter_mut() {
+            column.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+        }
+        t
+    };
+    // The room for tags: the width less what the table takes with every tag cell empty.
+    let bare = table(&|_| String::new());
+    let others = bare
+        .lines()
+        .next()
+        .map_or(0, |header| header.chars().count())
+        .saturating_sub("tag".len());
+    let room = usize::from(width).saturating_sub(others);
+    let fits = |s: &Series| s.tag.chars().count() <= room && !s.tag.contains(['\n', '\r']);
+    let in_cell = |s: &Series| match fits(s) {
+        true => s.tag.clone(),
+        false => String::new(),
+    };
+    let t = table(&in_cell);
+    let mut lines = t.lines();
+    let (Some(header), Some(rule)) = (lines.next(), lines.next()) else {
+        return writeln!(out, "{t}");
+    };
+    writeln!(out, "{header}")?;
+    writeln!(out, "{rule}")?;
+    // Where the tag column starts: after the run column, if any.
+    let indent = header.find(" tag").unwrap_or(0);
+    for (s, line) in data.series.iter().zip(lines) {
+        if !fits(s) {
+            writeln!(out, "{:indent$} {}", "", s.tag)?;
+        }
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
 fn last_value(s: &Series) -> String {
     if let Some(p) = s.points.last() {
         num(p.value)
     } else if let Some(t) = s.texts.last() {
-        let one_line: String = t.text.replace('\n', " ");
+        let one_line: String = t.text.replace(['\n', '\r'], " ");
         if one_line.chars().count() > 16 {
             format!("{}…", one_line.chars().take(15).collect::<String>())
         } else {
