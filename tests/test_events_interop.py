@@ -189,6 +189,54 @@ def test_default_histogram_buckets_are_tensorflows(tmp_path: Path) -> None:
     assert hist.bucket[0] > 0 and hist.bucket[-1] > 0
 
 
+def test_histogram_bins_are_capped_with_a_clear_error(tmp_path: Path) -> None:
+    """bins=10**8 used to build 10**8 buckets (gigabytes) before writing: more than
+    MAX_HISTOGRAM_BINS equal-width buckets is a ValueError naming the value and the cap."""
+    cap = gpuscope.events.MAX_HISTOGRAM_BINS
+    assert cap == 10_000
+    values = np.linspace(-1.0, 1.0, 50_000)
+    with gpuscope.EventWriter(tmp_path) as w:
+        for bins in (cap + 1, 10**8, 10**30):
+            started = time.perf_counter()
+            with pytest.raises(ValueError, match=rf"bins={bins}: at most {cap} equal-width"):
+                w.add_histogram("h", values, 1, bins=bins)
+            assert time.perf_counter() - started < 5.0
+        for bins in (0, -3, "auto", 2.5):
+            with pytest.raises(ValueError, match=r"bins=.*'tensorflow' or a positive number"):
+                w.add_histogram("h", values, 1, bins=bins)
+        w.add_histogram("h", values, 2, bins=cap)  # the cap itself is fine
+    (event,) = accumulator(tmp_path).Histograms("h")
+    assert event.step == 2
+    _check_histogram(event.histogram_value, values, cap)
+
+
+def test_histogram_max_bins_merges_adjacent_buckets(tmp_path: Path) -> None:
+    """SummaryWriter's max_bins: adjacent buckets merged, here to at most that many."""
+    values = np.random.default_rng(5).normal(size=3000)
+    with gpuscope.EventWriter(tmp_path) as w:
+        w.add_histogram("equal", values, 0, bins=100, max_bins=10)
+        w.add_histogram("uneven", values, 0, bins=100, max_bins=30)
+        w.add_histogram("tf", values, 0, max_bins=20)
+        with pytest.raises(ValueError, match="max_bins=0: expected a positive number"):
+            w.add_histogram("bad", values, 0, max_bins=0)
+    acc = accumulator(tmp_path)
+    assert "bad" not in acc.Tags()["histograms"]
+    (equal,) = acc.Histograms("equal")
+    _check_histogram(equal.histogram_value, values, 10)
+    # Ten equal-width buckets of the range: each merged bucket spans ten of the hundred.
+    width = (values.max() - values.min()) / 10
+    edges = values.min() + width * np.arange(1, 11)
+    assert np.allclose(equal.histogram_value.bucket_limit, edges, rtol=0, atol=1e-12)
+    (uneven,) = acc.Histograms("uneven")
+    _check_histogram(uneven.histogram_value, values, 25)  # groups of 4: 100 / 4
+    (tf,) = acc.Histograms("tf")
+    hist = tf.histogram_value
+    assert 0 < len(hist.bucket) <= 20 and sum(hist.bucket) == len(values)
+    limits = np.asarray(hist.bucket_limit)
+    index = np.minimum(np.searchsorted(limits, values, side="left"), len(limits) - 1)
+    assert list(hist.bucket) == list(np.bincount(index, minlength=len(limits)).astype(float))
+
+
 def test_histograms_from_tensor_and_array(written: dict[str, Any]) -> None:
     acc = accumulator(written["dir"])
     assert set(acc.Tags()["histograms"]) == {"weights/torch", "weights/numpy"}

@@ -10,6 +10,7 @@ from typing_extensions import disjoint_base
 from gpuscope._types import EventData
 
 __all__ = [
+    "MAX_HISTOGRAM_BINS",
     "BadInputError",
     "EventWriter",
     "GpuscopeError",
@@ -28,6 +29,8 @@ __all__ = [
     "tensors_fingerprint",
 ]
 __version__: str
+MAX_HISTOGRAM_BINS: int
+"""The most equal-width buckets ``EventWriter.add_histogram`` writes (``bins=``)."""
 
 class GpuscopeError(Exception):
     """Base class of every error gpuscope raises."""
@@ -85,6 +88,7 @@ class EventWriter:
         global_step: int | None = None,
         bins: int | str | None = None,
         walltime: float | None = None,
+        max_bins: int | None = None,
     ) -> None: ...
     def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Sequence[Any]]]) -> None: ...
     def flush(self) -> None: ...

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpuscope import _native
-from gpuscope._native import read_events
+from gpuscope._native import MAX_HISTOGRAM_BINS, read_events
 
-__all__ = ["EventWriter", "read_events"]
+__all__ = ["MAX_HISTOGRAM_BINS", "EventWriter", "read_events"]
 
 
 def _flat_floats(values: Any) -> list[float]:
@@ -46,8 +46,12 @@ class EventWriter(_native.EventWriter):
         global_step: int | None = None,
         bins: int | str = "tensorflow",
         walltime: float | None = None,
+        max_bins: int | None = None,
     ) -> None:
         """Histogram of a tensor, a numpy array or a sequence of numbers. ``bins`` is
         ``"tensorflow"`` (TensorFlow's exponential buckets, SummaryWriter's default) or a
-        number of equal-width buckets; non-finite values are left out."""
-        self._add_histogram_values(tag, _flat_floats(values), global_step, bins, walltime)
+        number of equal-width buckets, at most ``MAX_HISTOGRAM_BINS`` (10,000: every bucket
+        is stored in every record, and TensorBoard draws about 30); more is a ValueError.
+        ``max_bins`` (SummaryWriter's) merges adjacent buckets until there are at most that
+        many. Non-finite values are left out."""
+        self._add_histogram_values(tag, _flat_floats(values), global_step, bins, walltime, max_bins)

@@ -59,6 +59,52 @@ fn number(value: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
     })
 }
 
+/// The most equal-width buckets a histogram may have. Every bucket is stored (16 bytes
+/// each, in every record), TensorBoard re-bins to about 30 to draw them, and TensorFlow's
+/// default buckets are about 1,500; `bins=10**8` would take gigabytes before writing.
+pub const MAX_BINS: usize = 10_000;
+
+/// `add_histogram`'s `bins` (1 to [`MAX_BINS`]) or `max_bins` (1 or more) as a number.
+fn positive_bins(value: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
+    let error = |why: &str| {
+        let shown = value.repr().map_or_else(|_| "?".into(), |r| r.to_string());
+        PyValueError::new_err(format!("{name}={shown}: {why}"))
+    };
+    if name == "bins" && value.gt(MAX_BINS).unwrap_or(false) {
+        return Err(error(&format!(
+            "at most {MAX_BINS} equal-width buckets (each one is stored in every record; \
+             TensorBoard draws about 30); give fewer"
+        )));
+    }
+    match value.extract::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ if name == "bins" => Err(error(
+            "expected 'tensorflow' or a positive number of equal-width buckets",
+        )),
+        _ => Err(error("expected a positive number of buckets")),
+    }
+}
+
+/// Merges adjacent buckets, in equal groups, until `histogram` has at most `max_bins`
+/// (a merged bucket keeps the upper edge of its last one, as TensorBoard's buckets are
+/// `(previous edge, edge]`).
+fn merge_buckets(histogram: &mut Histogram, max_bins: usize) {
+    let group = histogram.bucket.len().div_ceil(max_bins);
+    if group <= 1 {
+        return;
+    }
+    histogram.bucket = histogram
+        .bucket
+        .chunks(group)
+        .map(|c| c.iter().sum())
+        .collect();
+    histogram.bucket_limit = histogram
+        .bucket_limit
+        .chunks(group)
+        .filter_map(|c| c.last().copied())
+        .collect();
+}
+
 /// One chart of SummaryWriter's layout dict: `["Multiline", [regex, ...]]` or
 /// `["Margin", [value, lower, upper]]`.
 fn chart_content(title: &Bound<'_, PyAny>, spec: &Bound<'_, PyAny>) -> PyResult<ChartContent> {
@@ -190,8 +236,9 @@ impl PyEventWriter {
     }
 
     /// Histogram of a flat list of floats (the Python class converts tensors and arrays);
-    /// `bins` is a number of equal-width buckets or `"tensorflow"` (the default).
-    #[pyo3(signature = (tag, values, global_step=None, bins=None, walltime=None))]
+    /// `bins` is a number of equal-width buckets (at most [`MAX_BINS`]) or `"tensorflow"`
+    /// (the default); with `max_bins`, adjacent buckets are merged down to at most that many.
+    #[pyo3(signature = (tag, values, global_step=None, bins=None, walltime=None, max_bins=None))]
     fn _add_histogram_values(
         &self,
         tag: &str,
@@ -199,20 +246,17 @@ impl PyEventWriter {
         global_step: Option<i64>,
         bins: Option<&Bound<'_, PyAny>>,
         walltime: Option<f64>,
+        max_bins: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let max_bins = max_bins.map(|m| positive_bins(m, "max_bins")).transpose()?;
         let tensorflow = bins.is_none_or(|b| b.extract::<&str>().is_ok_and(|s| s == "tensorflow"));
-        let histogram = if tensorflow {
-            Histogram::from_values_with_limits(&values, &tensorflow_bucket_limits())
-        } else {
-            match bins.map(|b| b.extract::<usize>()) {
-                Some(Ok(n)) if n > 0 => Histogram::from_values(&values, n),
-                _ => {
-                    return Err(PyValueError::new_err(
-                        "bins must be 'tensorflow' or a positive number of equal-width buckets",
-                    ))
-                }
-            }
+        let mut histogram = match bins {
+            Some(b) if !tensorflow => Histogram::from_values(&values, positive_bins(b, "bins")?),
+            _ => Histogram::from_values_with_limits(&values, &tensorflow_bucket_limits()),
         };
+        if let Some(max_bins) = max_bins {
+            merge_buckets(&mut histogram, max_bins);
+        }
         self.writer()?
             .add_histogram(tag, &histogram, global_step.unwrap_or(0), walltime)
             .py_err()
@@ -346,5 +390,6 @@ fn read_events<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEventWriter>()?;
+    m.add("MAX_HISTOGRAM_BINS", MAX_BINS)?;
     m.add_function(wrap_pyfunction!(read_events, m)?)
 }
