@@ -16,7 +16,6 @@ import dataclasses
 import os
 import sys
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from types import TracebackType
 from typing import IO, Any, Self
 
 from gpuscope import _native
+from gpuscope._warnings import warn_user
 from gpuscope.flags import str2bool
 
 __all__ = ["ProfileSession", "ProfilingConfig", "profile", "trace_path"]
@@ -204,10 +204,9 @@ class ProfileSession:
 
         c = self.config
         if c.with_stack:
-            warnings.warn(
+            warn_user(
                 "profiling.with_stack records a Python stack per operator and slows "
-                "training noticeably; turn it on for short runs only",
-                stacklevel=2,
+                "training noticeably; turn it on for short runs only"
             )
         activities = [ProfilerActivity.CPU]
         if torch.cuda.is_available():
@@ -298,7 +297,7 @@ class ProfileSession:
     def _warn_once(self, message: str) -> None:
         if not self._warned:
             self._warned = True
-            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            warn_user(message, RuntimeWarning)
 
 
 def profile(

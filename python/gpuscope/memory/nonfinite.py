@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 import torch
 
+from gpuscope._warnings import warn_user
+
 __all__ = ["NonfiniteCheck", "NonfiniteError", "NonfiniteFinding", "find_nonfinite"]
 
 Policy = Literal["raise", "skip", "continue"]
@@ -194,11 +196,10 @@ class NonfiniteCheck:
         report = self.write(event, with_report)
         if not self.warned:
             self.warned = True
-            warnings.warn(
+            warn_user(
                 f"gpuscope: {_headline(event, report)} (warned once; every event goes "
                 "to profiles/nonfinite.jsonl)",
                 RuntimeWarning,
-                stacklevel=5,  # _record, check, _guarded, check_finite, the training loop
             )
         return report
 

@@ -21,7 +21,6 @@ import math
 import numbers
 import os
 import time
-import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -30,6 +29,7 @@ from typing import Any, Self
 import torch
 
 from gpuscope import _native
+from gpuscope._warnings import warn_user
 from gpuscope.memory.allocator import allocator_stats
 from gpuscope.memory.census import Census, CensusTaker, scan_heap
 from gpuscope.memory.gradients import GradientFlow
@@ -427,7 +427,7 @@ class MemoryProfiler:
     def _report_once(self, what: str, message: str) -> None:
         if what not in self._reported:
             self._reported.add(what)
-            warnings.warn(f"gpuscope: {message}", RuntimeWarning, stacklevel=4)
+            warn_user(f"gpuscope: {message}", RuntimeWarning)
 
     def _take(self, iteration: int, losses: Mapping[str, Any] | None, loss: Any) -> dict[str, Any]:
         census = self._take_census()

@@ -12,13 +12,13 @@ import contextlib
 import json
 import time
 import traceback
-import warnings
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import torch
 
+from gpuscope._warnings import warn_user
 from gpuscope.memory.allocator import allocator_stats
 
 if TYPE_CHECKING:
@@ -96,14 +96,13 @@ class oom_guard(contextlib.ContextDecorator):
         try:
             recording = start_history(self.max_entries)
         except Exception as e:  # noqa: BLE001 — forensics must never stop training
-            warnings.warn(f"gpuscope: cannot record allocator history: {e}", RuntimeWarning, 2)
+            warn_user(f"gpuscope: cannot record allocator history: {e}", RuntimeWarning)
             recording = False
         if not recording:
-            warnings.warn(
+            warn_user(
                 "gpuscope.oom_guard: CUDA is not available, so there is no allocator history "
                 "to snapshot; an out-of-memory error will still get a report",
                 RuntimeWarning,
-                stacklevel=2,
             )
         return self
 
@@ -117,7 +116,7 @@ class oom_guard(contextlib.ContextDecorator):
             try:
                 self.report = self._write_forensics(exc)
             except Exception as e:  # noqa: BLE001 — the user's error matters more than ours
-                warnings.warn(f"gpuscope: OOM report failed: {e}", RuntimeWarning, 2)
+                warn_user(f"gpuscope: OOM report failed: {e}", RuntimeWarning)
         return False
 
     def _write_forensics(self, exc: BaseException) -> Path:
