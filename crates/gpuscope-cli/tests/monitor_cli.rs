@@ -165,16 +165,37 @@ fn the_watch_table_fits_80_columns_and_lists_processes() {
 }
 
 #[test]
-fn a_file_that_is_no_nvidia_smi_output_exits_2() {
+fn a_file_that_is_no_nvidia_smi_output_exits_2_saying_what_it_lacks() {
     let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("notes.txt");
-    std::fs::write(&bad, "0, a, GPU-a\n").unwrap();
-    let out = gpuscope()
-        .args(["monitor", "--once", "--from"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert!(one_error_line(&out).contains("notes.txt"));
+    // Prose, a CSV of other columns without a header, a CSV whose rows miss fields.
+    for (name, text, said) in [
+        (
+            "notes.txt",
+            "my training notes\nloss went down\n",
+            "not an nvidia-smi output: no XML, no table, no CSV",
+        ),
+        (
+            "other.csv",
+            "0, a, GPU-a\n",
+            "CSV row 1 has 3 fields, but without a header gpuscope reads the 9 fields of \
+             --query-gpu=index,name,uuid,",
+        ),
+        (
+            "short.csv",
+            "name, memory.used [MiB]\nTesla T4, 100 MiB\nTesla T4\n",
+            "CSV row 3 has 1 fields, but its header names 2",
+        ),
+    ] {
+        let bad = dir.path().join(name);
+        std::fs::write(&bad, text).unwrap();
+        let out = gpuscope()
+            .args(["monitor", "--once", "--from"])
+            .arg(&bad)
+            .output()
+            .unwrap();
+        let err = one_error_line(&out);
+        assert!(err.contains(name) && err.contains(said), "{err}");
+    }
 }
 
 #[test]

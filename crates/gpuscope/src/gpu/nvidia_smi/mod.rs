@@ -24,8 +24,10 @@ pub fn parse_saved(text: &str) -> Result<Vec<GpuSample>, String> {
         xml::parse(text)
     } else if text.lines().any(|l| l.starts_with("|===")) {
         table::parse(text)
-    } else {
+    } else if start.lines().next().is_some_and(|l| l.contains(',')) {
         query_csv::parse_gpus(text)
+    } else {
+        return Err("not an nvidia-smi output: no XML, no table, no CSV".into());
     }?;
     if gpus.is_empty() {
         return Err("no GPU in it".into());

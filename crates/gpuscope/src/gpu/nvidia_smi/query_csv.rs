@@ -55,6 +55,7 @@ impl Table {
             .first()
             .filter(|r| is_header(r, default_fields))
             .cloned();
+        let headed = header.is_some();
         let columns: Vec<String> = match header {
             Some(h) => {
                 rows.remove(0);
@@ -64,11 +65,20 @@ impl Table {
         };
         for (n, row) in rows.iter().enumerate() {
             if row.len() != columns.len() {
+                let expected = if headed {
+                    format!("its header names {}", columns.len())
+                } else {
+                    // Without a header, the columns must be the sampler's own query.
+                    format!(
+                        "without a header gpuscope reads the {} fields of --query-gpu={}",
+                        columns.len(),
+                        default_fields.join(",")
+                    )
+                };
                 return Err(format!(
-                    "row {} has {} fields, the header {}",
-                    n + 1,
+                    "CSV row {} has {} fields, but {expected}",
+                    n + 1 + usize::from(headed),
                     row.len(),
-                    columns.len()
                 ));
             }
         }
