@@ -160,3 +160,40 @@ fn every_cut_of_every_file_is_refused_or_read_without_panic() {
         }
     }
 }
+
+/// A saved table cut off anywhere before its end (a paste that stopped short, a log
+/// truncated by a full disk) is refused with the reason, never read as fewer GPUs or
+/// processes than the machine had.
+#[test]
+fn a_table_cut_off_is_refused_not_read_as_fewer_gpus() {
+    let name = "nvidia-htop__FAKE_STDIN__driver390_8xGTX1080Ti.txt";
+    let text = std::fs::read_to_string(shared_data(&format!("nvidia-smi/{name}"))).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let after = |needle: &str| lines.iter().position(|l| l.starts_with(needle)).unwrap();
+    // Line 10 is the rule below GPU 0; line 8 is GPU 0's first line.
+    assert!(lines[9].starts_with('+') && lines[7].starts_with("|   0  GeForce"));
+    for (keep, said) in [
+        (
+            10,
+            "ends among its GPU boxes, after 1 whole GPU: the output is cut off",
+        ),
+        (
+            8,
+            "ends among its GPU boxes, after 0 whole GPUs: the output is cut off",
+        ),
+        (
+            12,
+            "ends among its GPU boxes, after 1 whole GPU: the output is cut off",
+        ),
+        (
+            after("|    6     27159"),
+            "the Processes box has no closing rule: the output is cut off",
+        ),
+    ] {
+        let cut = lines[..keep].join("\n") + "\n";
+        let err = parse_saved(&cut).expect_err(&format!("cut after line {keep}"));
+        assert!(err.contains(said), "cut after line {keep}: {err}");
+    }
+    // The whole file ends with the Processes box's closing rule and no newline.
+    assert_eq!(parse_saved(&text).unwrap().len(), 8);
+}

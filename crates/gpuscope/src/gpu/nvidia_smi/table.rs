@@ -18,9 +18,9 @@ pub fn parse(text: &str) -> Result<Vec<GpuSample>, String> {
         .ok_or("no nvidia-smi table here (no |=== header rule)")?;
     let mut gpus = Vec::new();
     let mut block: Vec<&str> = Vec::new();
-    let mut end = header_end + 1;
+    // The first line after the GPU boxes (the blank line before `Processes:`).
+    let mut end = None;
     for (i, line) in lines.iter().enumerate().skip(header_end + 1) {
-        end = i;
         if line.starts_with('|') {
             block.push(line);
             continue;
@@ -30,9 +30,19 @@ pub fn parse(text: &str) -> Result<Vec<GpuSample>, String> {
             block.clear();
         }
         if !line.starts_with('+') {
+            end = Some(i);
             break;
         }
     }
+    // nvidia-smi always prints something after its GPUs: a text ending among them is cut
+    // off, and more GPUs may have followed.
+    let Some(end) = end else {
+        return Err(format!(
+            "the table ends among its GPU boxes, after {} whole GPU{}: the output is cut off",
+            gpus.len(),
+            if gpus.len() == 1 { "" } else { "s" }
+        ));
+    };
     if gpus.is_empty() {
         return Err("an nvidia-smi table without any GPU".into());
     }
@@ -106,11 +116,13 @@ fn processes(lines: &[&str]) -> Result<Vec<(u32, GpuProcess)>, String> {
     let Some(rule) = lines[title..].iter().position(|l| l.starts_with("|===")) else {
         return Ok(Vec::new());
     };
+    let rows = &lines[title + rule + 1..];
+    let count = rows.iter().take_while(|l| l.starts_with('|')).count();
+    if !rows.get(count).is_some_and(|l| l.starts_with('+')) {
+        return Err("the Processes box has no closing rule: the output is cut off".into());
+    }
     let mut found = Vec::new();
-    for line in lines[title + rule + 1..]
-        .iter()
-        .take_while(|l| l.starts_with('|'))
-    {
+    for line in &rows[..count] {
         let words: Vec<&str> = line.trim_matches('|').split_whitespace().collect();
         let (pid_at, name_at) = if mig { (3, 5) } else { (1, 3) };
         let gpu = words.first().and_then(|w| w.parse::<u32>().ok());
