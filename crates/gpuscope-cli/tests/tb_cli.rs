@@ -257,3 +257,107 @@ fn long_tag_names_are_printed_whole_so_they_can_be_copied() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
 }
+
+#[test]
+fn an_empty_event_file_beside_others_is_one_warning() {
+    let dir = log_dir_with_tags(&["loss"]);
+    let empty = dir.path().join("events.out.tfevents.1800000000.host.1.0");
+    std::fs::write(&empty, b"").unwrap();
+    // A file cut inside its first record: the first 10 bytes of a real one.
+    let real = std::fs::read(shared(UNET)).unwrap();
+    let cut = dir.path().join("events.out.tfevents.1800000001.host.2.0");
+    std::fs::write(&cut, &real[..10]).unwrap();
+    let out = gpuscope().arg("tb").arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("warning:")).collect();
+    let empty_line = format!(
+        "warning: {} is empty (0 bytes): no records were read from it",
+        empty.display()
+    );
+    let cut_line = format!(
+        "warning: {} ends inside its first record (writer killed or still writing): no \
+         records were read from it",
+        cut.display()
+    );
+    assert_eq!(warnings, [empty_line.as_str(), cut_line.as_str()], "{text}");
+    assert!(!text.contains("note:"), "one line per file: {text}");
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("loss ")),
+        "{text}"
+    );
+    // JSON and CSV keep stdout for data and say it on stderr.
+    for format in ["json", "csv"] {
+        let out = gpuscope()
+            .args(["tb", "--format", format])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let err = stderr_of(&out);
+        assert_eq!(
+            err.lines().collect::<Vec<_>>(),
+            [empty_line.as_str(), cut_line.as_str()]
+        );
+        let data = String::from_utf8(out.stdout).unwrap();
+        assert!(!data.contains("warning"), "{data}");
+    }
+}
+
+#[test]
+fn event_files_that_are_all_empty_are_one_error_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("events.out.tfevents.1800000000.host.1.0");
+    std::fs::write(&first, b"").unwrap();
+    let cases = [
+        (first.clone(), "the event file holds no records".to_owned()),
+        (
+            dir.path().to_path_buf(),
+            format!("its one event file, {}, holds no records", first.display()),
+        ),
+    ];
+    for (path, what) in cases {
+        let out = gpuscope().arg("tb").arg(&path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        let err = stderr_of(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!("error: {}: {what} (", path.display())),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("events.out.tfevents.1800000002.host.3.0"), b"").unwrap();
+    for args in [
+        &["tb"][..],
+        &["tb", "--format", "json"],
+        &["tb", "--tag", "x"],
+    ] {
+        let out = gpuscope().args(args).arg(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        let err = stderr_of(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("none of its 2 event files holds a record"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn event_files_without_any_value_say_so() {
+    use gpuscope::tfevents::{EventWriter, WriterOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let w = EventWriter::create(dir.path(), WriterOptions::default()).unwrap();
+    drop(w);
+    let out = gpuscope().arg("tb").arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("no tags: the event files hold no summary values (records: 1 file_version)"),
+        "{text}"
+    );
+    assert!(!text.contains("kind"), "no empty table: {text}");
+}

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::model::tensorboard::{LogData, Series};
+use crate::model::tensorboard::{FileSummary, LogData, Series};
 
 /// JSON schema name and version of [`json`]'s output.
 pub const SCHEMA: &str = "gpuscope.tb/1";
@@ -53,6 +53,24 @@ pub fn text(data: &LogData, view: TextView, width: u16, out: &mut dyn Write) -> 
     }
     let several_runs = data.series.iter().any(|s| s.run != ".");
     match view {
+        TextView::Tags if data.series.is_empty() => {
+            let mut kinds: BTreeMap<&str, u64> = BTreeMap::new();
+            for f in &data.files {
+                for (kind, n) in &f.event_kinds {
+                    *kinds.entry(kind).or_default() += n;
+                }
+            }
+            let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            writeln!(out)?;
+            writeln!(
+                out,
+                "no tags: the event files hold no summary values (records: {})",
+                match kinds.is_empty() {
+                    true => "none".to_owned(),
+                    false => kinds.join(", "),
+                }
+            )?;
+        }
         TextView::Tags => {
             writeln!(out)?;
             tag_table(data, several_runs, width, out)?;
@@ -91,6 +109,10 @@ pub fn text(data: &LogData, view: TextView, width: u16, out: &mut dyn Write) -> 
         }
     }
     for f in &data.files {
+        if let Some(note) = empty_file_warning(f) {
+            writeln!(out, "{note}")?;
+            continue;
+        }
         if let Some(at) = f.truncated_at {
             writeln!(
                 out,
@@ -107,6 +129,22 @@ pub fn text(data: &LogData, view: TextView, width: u16, out: &mut dyn Write) -> 
         }
     }
     Ok(())
+}
+
+/// The warning line for a file that gave no record (none for a damaged file, which has
+/// its own): empty, or cut inside its first record.
+pub fn empty_file_warning(f: &FileSummary) -> Option<String> {
+    if f.records > 0 || f.damaged.is_some() {
+        return None;
+    }
+    let why = match f.truncated_at {
+        None => "is empty (0 bytes)",
+        Some(_) => "ends inside its first record (writer killed or still writing)",
+    };
+    Some(format!(
+        "warning: {} {why}: no records were read from it",
+        f.path.display()
+    ))
 }
 
 /// The tag table. Every tag is printed whole, so that it can be copied into `--tag`: a tag
