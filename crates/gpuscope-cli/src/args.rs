@@ -333,9 +333,10 @@ pub struct NsysLaunchArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("training").args(["pid", "session"]).required(true).multiple(true)))]
 pub struct NsysAttachArgs {
     /// A process of the training (its session is read from its environment)
-    #[arg(long, value_name = "PID", required_unless_present = "session")]
+    #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
     /// The nsys session to record, instead of the one of --pid
     #[arg(long, value_name = "NAME")]

@@ -443,6 +443,12 @@ fn attach_to_a_process_nsys_did_not_start_says_what_to_do() {
 }
 
 #[test]
+fn attach_without_a_training_names_both_ways_to_give_one() {
+    let out = nsys(["attach", "--dry-run"]);
+    assert_one_error_line(&out, "--pid <PID>|--session <NAME>");
+}
+
+#[test]
 fn a_failed_start_is_passed_on_and_stop_is_not_run() {
     let nsys = StandIn::new(5);
     let runs = nsys.runs();
