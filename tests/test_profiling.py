@@ -423,6 +423,84 @@ def test_with_stack_warning_through_pytest_warns(tmp_path: Path) -> None:
     assert len(prof.traces) == 1
 
 
+# Run in a child process: without the refusal, two sessions crash the interpreter inside
+# torch (SIGSEGV), which must fail the test, not end pytest.
+TWO_SESSIONS = """\
+import gpuscope, io, sys, torch, warnings
+from pathlib import Path
+
+run = Path(sys.argv[1])
+config = gpuscope.ProfilingConfig(wait={wait}, warmup=0, active=2, repeat=1)
+model = torch.nn.Linear(8, 2)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    {outer}
+        with gpuscope.profile(run / "inner", config, out=io.StringIO()) as inner:
+            for step in range(4):
+                model(torch.randn(4, 8)).sum().backward()
+                inner.step()
+                {outer_step}
+ours = [w for w in caught if "gpuscope profiling not started" in str(w.message)]
+for w in ours:
+    print(f"WARNING {{w.filename}}:{{w.lineno}}: {{w.message}}")
+print("INNER TRACES", len(inner.traces))
+{after}
+print("SURVIVED")
+"""
+
+
+@pytest.mark.parametrize("wait", [0, 2], ids=["started", "waiting"])
+def test_a_second_session_is_refused_with_one_warning(tmp_path: Path, wait: int) -> None:
+    """A gpuscope session inside another (running, or still in its wait steps) records
+    nothing and says why once; the first one goes on and writes its trace; training is
+    not taken down. A session after the first has ended works."""
+    script = tmp_path / "two_sessions.py"
+    script.write_text(
+        TWO_SESSIONS.format(
+            wait=wait,
+            outer='with gpuscope.profile(run / "outer", config, out=io.StringIO()) as outer:',
+            outer_step="outer.step()",
+            after=(
+                "print('OUTER TRACES', len(outer.traces))\n"
+                "with gpuscope.profile(run / 'later', config, out=io.StringIO()) as later:\n"
+                "    for step in range(4):\n"
+                "        model(torch.randn(4, 8)).sum().backward()\n"
+                "        later.step()\n"
+                "print('LATER TRACES', len(later.traces))"
+            ),
+        )
+    )
+    result = run([sys.executable, str(script), str(tmp_path / "run")], timeout=180)
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr[-2000:])
+    lines = result.stdout.splitlines()
+    warned = [line for line in lines if line.startswith("WARNING")]
+    assert len(warned) == 1, result.stdout
+    assert warned[0].startswith(f"WARNING {script}:"), warned
+    assert "another gpuscope.profile session is active" in warned[0]
+    assert str(tmp_path / "run" / "outer") in warned[0]
+    assert "INNER TRACES 0" in lines and "OUTER TRACES 1" in lines, result.stdout
+    assert "LATER TRACES 1" in lines and lines[-1] == "SURVIVED", result.stdout
+    assert not (tmp_path / "run" / "inner").exists()
+
+
+def test_a_session_inside_torch_profiler_is_refused(tmp_path: Path) -> None:
+    script = tmp_path / "inside_torch.py"
+    script.write_text(
+        TWO_SESSIONS.format(
+            wait=0,
+            outer="with torch.profiler.profile() as outer:",
+            outer_step="",
+            after="",
+        )
+    )
+    result = run([sys.executable, str(script), str(tmp_path / "run")], timeout=180)
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr[-2000:])
+    lines = result.stdout.splitlines()
+    warned = [line for line in lines if line.startswith("WARNING")]
+    assert len(warned) == 1 and "torch.profiler" in warned[0], result.stdout
+    assert "INNER TRACES 0" in lines and lines[-1] == "SURVIVED", result.stdout
+
+
 # --------------------------------------------------------------------------- config
 
 

@@ -30,6 +30,10 @@ __all__ = ["ProfileSession", "ProfilingConfig", "profile", "trace_path"]
 
 _PREFIX = "--profiling."
 
+# The sessions whose torch profiler is running or scheduled to start. torch's profiler
+# runs one session per process: a second one crashes the interpreter.
+_ACTIVE: list[ProfileSession] = []
+
 
 @dataclass(frozen=True)
 class ProfilingConfig:
@@ -166,7 +170,9 @@ class ProfileSession:
     Each saved cycle becomes a trace in ``<run>/profiler_traces/``; when
     ``summary`` is on, gpuscope's trace analysis prints a few lines on it to ``out`` and
     writes its HTML report beside it (``<name>.pt.trace.html``). Nothing here may stop
-    training: an error is reported once and profiling goes on (or stops) quietly.
+    training: an error is reported once and profiling goes on (or stops) quietly. One
+    session at a time: torch's profiler cannot run two, so a session entered while another
+    (or ``torch.profiler`` itself) is active records nothing and says so once.
     """
 
     def __init__(
@@ -202,6 +208,15 @@ class ProfileSession:
         import torch
         from torch.profiler import ProfilerActivity, schedule
 
+        busy = _busy_profiler(torch)
+        if busy is not None:
+            self._failed = True
+            self._warn_once(
+                f"gpuscope profiling not started: {busy}; torch's profiler runs one session "
+                "at a time (a second one crashes the process), so this one records nothing "
+                "and training goes on"
+            )
+            return self
         c = self.config
         if c.with_stack:
             warn_user(
@@ -221,6 +236,7 @@ class ProfileSession:
                 with_stack=c.with_stack,
             )
             self._profiler.__enter__()
+            _ACTIVE.append(self)
         except Exception as e:  # noqa: BLE001 — profiling must never stop training
             self._profiler = None
             self._fail("could not start torch.profiler", e)
@@ -252,6 +268,8 @@ class ProfileSession:
 
     def _stop(self) -> None:
         profiler, self._profiler = self._profiler, None
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
         try:
             profiler.__exit__(None, None, None)
         except Exception as e:  # noqa: BLE001 — profiling must never stop training
@@ -298,6 +316,21 @@ class ProfileSession:
         if not self._warned:
             self._warned = True
             warn_user(message, RuntimeWarning)
+
+
+def _busy_profiler(torch: Any) -> str | None:
+    """What already holds torch's profiler in this process, if anything: a gpuscope session
+    (even one still waiting for its schedule to start it), or torch.profiler /
+    torch.autograd.profiler started by the program."""
+    if _ACTIVE:
+        return f"another gpuscope.profile session is active (writing to {_ACTIVE[0].run_dir})"
+    try:
+        enabled = bool(torch._C._autograd._profiler_enabled())
+    except Exception:  # noqa: BLE001 — a private API: without it, gpuscope's own check only
+        enabled = False
+    if enabled:
+        return "torch.profiler (or torch.autograd.profiler) is already running"
+    return None
 
 
 def profile(
