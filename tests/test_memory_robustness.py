@@ -189,22 +189,78 @@ def test_lazy_model_is_counted_once_materialised(tmp_path: Path) -> None:
     assert records[1]["sections"]["forward"]["net_bytes"] == params_bytes(model[0])
 
 
+class UnreadableState:
+    """An optimizer-like object whose ``state`` cannot be read (a wrapper that breaks)."""
+
+    def __init__(self, opt: torch.optim.Optimizer) -> None:
+        self.param_groups = opt.param_groups
+
+    @property
+    def state(self) -> dict[Any, Any]:
+        raise RuntimeError("UnreadableState.state is not readable")
+
+
 def test_census_failure_inside_a_section_costs_one_warning(tmp_path: Path) -> None:
-    """An LR scheduler passed as ``optimizer=`` has no ``state``: the census fails at the
-    section's start on a recorded iteration and in every record. Training goes on, the
-    sections are still timed, and it is said once."""
+    """An optimizer whose state cannot be read: the census fails at the section's start on
+    a recorded iteration and in every record. Training goes on, the sections are still
+    timed, and it is said once. (This used an LR scheduler passed as ``optimizer=``, which
+    is now refused at construction.)"""
     torch.manual_seed(0)
     model = MLP()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    scheduler = torch.optim.lr_scheduler.StepLR(opt, 10)
     with caught_warnings() as caught:
-        scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=scheduler, every=5)  # type: ignore[arg-type]
+        scope = gpuscope.MemoryProfiler(
+            tmp_path,
+            model=model,
+            optimizer=UnreadableState(opt),  # type: ignore[arg-type]
+            every=5,
+        )
         losses = train_with_sections(scope, model, opt, 20)
         scope.close()
     assert losses[-1] < losses[0]
     ours = gpuscope_warnings(caught)
     assert len(ours) == 1, [str(w.message) for w in caught]
-    assert "StepLR" in str(ours[0].message)
+    assert "UnreadableState.state is not readable" in str(ours[0].message)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda opt: torch.optim.lr_scheduler.StepLR(opt, 10),
+        lambda opt: torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=100),
+        lambda opt: torch.optim.lr_scheduler.ReduceLROnPlateau(opt),
+    ],
+    ids=["StepLR", "OneCycleLR", "ReduceLROnPlateau"],
+)
+def test_an_lr_scheduler_as_optimizer_is_a_type_error(tmp_path: Path, make: Any) -> None:
+    """It was accepted, and every record then failed (one warning, nothing recorded):
+    refused where it is given, naming the scheduler and what to pass instead."""
+    model = MLP()
+    scheduler = make(torch.optim.SGD(model.parameters(), lr=0.05))
+    name = type(scheduler).__name__
+    with caught_warnings() as caught, pytest.raises(TypeError) as raised:
+        gpuscope.MemoryProfiler(tmp_path / "run", model=model, optimizer=scheduler, every=1)
+    message = str(raised.value)
+    assert message.startswith(f"optimizer= is an LR scheduler ({name}), not an optimizer")
+    assert "its .optimizer" in message
+    assert not gpuscope_warnings(caught)
+    assert not (tmp_path / "run").exists()
+    # What the message says to pass works.
+    with caught_warnings() as caught:
+        scope = gpuscope.MemoryProfiler(
+            tmp_path / "fixed", model=model, optimizer=scheduler.optimizer, every=1
+        )
+        scope.step(0)
+        scope.close()
+    assert not gpuscope_warnings(caught), [str(w.message) for w in caught]
+    assert len(read_jsonl(tmp_path / "fixed" / "profiles" / "memory.jsonl")) == 1
+
+
+@pytest.mark.parametrize("bad", [object(), "adam", [1, 2]], ids=["object", "str", "list"])
+def test_an_optimizer_without_param_groups_is_a_type_error(tmp_path: Path, bad: Any) -> None:
+    with pytest.raises(TypeError, match=r"optimizer= must be a torch.optim.Optimizer"):
+        gpuscope.MemoryProfiler(tmp_path / "run", model=MLP(), optimizer=bad)
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize(

@@ -97,6 +97,7 @@ class MemoryProfiler:
         _check_number("flush_secs", flush_secs, positive=True)
         _check_count("top_k", top_k)
         _check_count("module_depth", module_depth)
+        _check_optimizer(optimizer)
         self.schedule = Schedule.of(every, windows if windows is not None else ())
         self.enabled = enabled and profiling_enabled()
         self.snapshot_at = frozenset(int(i) for i in snapshot_at)
@@ -558,6 +559,25 @@ def _check_count(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be an int, not {value!r} ({type(value).__name__})")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, not {value!r}")
+
+
+def _check_optimizer(optimizer: Any) -> None:
+    """Raises a TypeError for an ``optimizer=`` that is not one: an LR scheduler (an easy
+    slip, as both are built side by side) or anything without ``param_groups``; the census
+    would otherwise fail at every record while training runs on and nothing is recorded."""
+    if optimizer is None:
+        return
+    schedulers = (torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+    if isinstance(optimizer, schedulers):
+        raise TypeError(
+            f"optimizer= is an LR scheduler ({type(optimizer).__name__}), not an optimizer: "
+            "pass the optimizer it schedules (its .optimizer)"
+        )
+    if not hasattr(optimizer, "param_groups"):
+        raise TypeError(
+            "optimizer= must be a torch.optim.Optimizer (something with param_groups), not "
+            f"{optimizer!r:.60} ({type(optimizer).__name__})"
+        )
 
 
 def _check_iteration(iteration: Any, method: str) -> None:
