@@ -530,6 +530,35 @@ def test_read_events_reads_summarywriter(sw_logdir: Path) -> None:
         assert f["event_kinds"]["file_version"] == 1
 
 
+def test_read_events_gives_histograms_steps_and_summaries(sw_logdir: Path) -> None:
+    """A histogram tag has its steps, wall times and, per step, the min / max / num / sum /
+    sum_squares that SummaryWriter stored: compared with TensorBoard's reading of the same
+    file and with the values SummaryWriter was given."""
+    expected = [
+        (e.step, e.wall_time, e.histogram_value)
+        for e in accumulator(sw_logdir).Histograms("weights")
+    ]
+    assert [step for step, _, _ in expected] == [0, 1, 2]
+    for data in (gpuscope.read_events(sw_logdir), gpuscope.read_events(sw_logdir, ["weights"])):
+        got = data["tags"]["weights"]
+        assert got["kind"] == "histogram" and got["count"] == 3
+        assert got["steps"] == [step for step, _, _ in expected]
+        assert got["wall_times"] == pytest.approx([t for _, t, _ in expected], abs=1e-6)
+        assert len(got["values"]) == 3
+        for step, (summary, (_, _, hist)) in enumerate(zip(got["values"], expected, strict=True)):
+            assert summary == {
+                "min": hist.min,
+                "max": hist.max,
+                "num": hist.num,
+                "sum": hist.sum,
+                "sum_squares": hist.sum_squares,
+            }
+            values = np.linspace(-1, 1, 50) * (step + 1)  # what the fixture wrote
+            assert (summary["min"], summary["max"], summary["num"]) == (-step - 1, step + 1, 50)
+            assert summary["sum_squares"] == pytest.approx((values**2).sum())
+    json.dumps(gpuscope.read_events(sw_logdir))  # still plain data
+
+
 def test_read_events_selects_tags(sw_logdir: Path) -> None:
     """``tags=`` returns those tags only, in every run; a tag found nowhere is a KeyError."""
     data = gpuscope.read_events(str(sw_logdir), tags=["loss", "pair"])

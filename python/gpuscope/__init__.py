@@ -21,7 +21,7 @@ from gpuscope._native import (
     __version__,
     analyze_snapshot,
 )
-from gpuscope._types import EventData, EventFileInfo, TagSeries
+from gpuscope._types import EventData, EventFileInfo, HistogramSummary, TagSeries
 from gpuscope.events import EventWriter, read_events
 from gpuscope.flags import add_argparse_flags
 from gpuscope.nvtx import capture
@@ -58,6 +58,7 @@ __all__ = [
     "EventFileInfo",
     "EventWriter",
     "GpuscopeError",
+    "HistogramSummary",
     "MemoryProfiler",
     "NonfiniteError",
     "NonfiniteFinding",

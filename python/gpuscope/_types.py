@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-__all__ = ["EventData", "EventFileInfo", "TagSeries"]
+__all__ = ["EventData", "EventFileInfo", "HistogramSummary", "TagSeries"]
 
 
 class EventFileInfo(TypedDict):
@@ -19,8 +19,22 @@ class EventFileInfo(TypedDict):
     damaged: str | None
 
 
+class HistogramSummary(TypedDict):
+    """One histogram of a histogram tag, as TensorBoard stores it (its buckets left out):
+    the smallest and largest value, how many values, their sum and sum of squares (so
+    the mean is ``sum / num`` and the variance ``sum_squares / num - mean**2``)."""
+
+    min: float
+    max: float
+    num: float
+    sum: float
+    sum_squares: float
+
+
 class TagSeries(TypedDict):
-    """The values of one tag in one run, column by column (texts for text tags)."""
+    """The values of one tag in one run, column by column: numbers for scalar tags, texts
+    for text tags, a :class:`HistogramSummary` per step for histogram tags; other kinds
+    (images, audio, ...) are counted, with no steps or values."""
 
     run: str
     tag: str
@@ -30,7 +44,7 @@ class TagSeries(TypedDict):
     last_step: int
     steps: list[int]
     wall_times: list[float]
-    values: list[float] | list[str]
+    values: list[float] | list[str] | list[HistogramSummary]
 
 
 class EventData(TypedDict):

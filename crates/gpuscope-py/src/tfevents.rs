@@ -1,5 +1,6 @@
 //! Bindings of `gpuscope::tfevents`: the event writer and the log-directory reader.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyList};
 
 use gpuscope::model::tensorboard::{
-    tensorflow_bucket_limits, Chart, ChartContent, ChartGroup, Histogram, MarginSeries,
+    tensorflow_bucket_limits, Chart, ChartContent, ChartGroup, Histogram, MarginSeries, ValueData,
 };
 use gpuscope::render::tb::series_keys;
 use gpuscope::tfevents::{self, EventWriter, LoadOptions, WriterOptions};
@@ -309,11 +310,19 @@ impl PyEventWriter {
     }
 }
 
+/// One histogram value as `read_events` gives it: where it was found and its summary.
+struct HistogramPoint {
+    step: i64,
+    wall_time: f64,
+    summary: [(&'static str, f64); 5],
+}
+
 /// Reads an event file or log directory into plain Python data (only `tags`, when given;
 /// `KeyError` if one of them is nowhere):
 /// `{"files": [{"path", "run", "records", "event_kinds", "truncated_at_byte", "damaged"}],
 ///   "tags": {key: {"run", "tag", "kind", "count", "first_step", "last_step",
-///                  "steps", "wall_times", "values"}}}` (values are texts for text tags).
+///                  "steps", "wall_times", "values"}}}` (values are texts for text tags,
+/// and `{"min", "max", "num", "sum", "sum_squares"}` dicts for histogram tags).
 #[pyfunction]
 #[pyo3(signature = (path, tags=None, keep_going=false))]
 fn read_events<'py>(
@@ -326,8 +335,31 @@ fn read_events<'py>(
         keep_points: tags.clone(),
         keep_going,
     };
+    // Histograms by (run, tag): their summary only, not their buckets.
+    let mut histograms: HashMap<(String, String), Vec<HistogramPoint>> = HashMap::new();
+    let mut keep_histogram =
+        |at: tfevents::FoundAt<'_>, value: gpuscope::model::tensorboard::Value| {
+            if let ValueData::Histogram(h) = value.data {
+                histograms
+                    .entry((at.run.to_owned(), value.tag))
+                    .or_default()
+                    .push(HistogramPoint {
+                        step: at.step,
+                        wall_time: at.wall_time,
+                        summary: [
+                            ("min", h.min),
+                            ("max", h.max),
+                            ("num", h.num),
+                            ("sum", h.sum),
+                            ("sum_squares", h.sum_squares),
+                        ],
+                    });
+            }
+        };
     let mut data = py
-        .detach(|| tfevents::load_log_dir(&path, &options, &mut |_, _| {}))
+        .detach(|| {
+            tfevents::load_log_dir_with(&path, &options, &mut |_, _| {}, &mut keep_histogram)
+        })
         .py_err()?;
     if let Some(tags) = &tags {
         let missing = data.select_tags(tags);
@@ -359,7 +391,25 @@ fn read_events<'py>(
         d.set_item("count", s.count)?;
         d.set_item("first_step", s.first_step)?;
         d.set_item("last_step", s.last_step)?;
-        if s.texts.is_empty() {
+        let kept_histograms = histograms
+            .get(&(s.run.clone(), s.tag.clone()))
+            .filter(|_| s.points.is_empty() && s.texts.is_empty());
+        if let Some(points) = kept_histograms {
+            d.set_item("steps", points.iter().map(|p| p.step).collect::<Vec<_>>())?;
+            d.set_item(
+                "wall_times",
+                points.iter().map(|p| p.wall_time).collect::<Vec<_>>(),
+            )?;
+            let values = PyList::empty(py);
+            for p in points {
+                let summary = PyDict::new(py);
+                for (name, v) in p.summary {
+                    summary.set_item(name, v)?;
+                }
+                values.append(summary)?;
+            }
+            d.set_item("values", values)?;
+        } else if s.texts.is_empty() {
             d.set_item("steps", s.points.iter().map(|p| p.step).collect::<Vec<_>>())?;
             d.set_item(
                 "wall_times",

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::reader::{find_event_files, EventFile, EventReader};
 use crate::model::tensorboard::{
-    Event, EventBody, FileSummary, LogData, Point, Series, TextPoint, ValueData,
+    Event, EventBody, FileSummary, LogData, Point, Series, TextPoint, Value, ValueData,
 };
 use crate::{Error, Result};
 
@@ -29,6 +29,17 @@ impl LoadOptions {
     }
 }
 
+/// Where a value was found: its run, step and wall time (Unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FoundAt<'a> {
+    /// The run (`.` at the top).
+    pub run: &'a str,
+    /// Training step.
+    pub step: i64,
+    /// Unix seconds.
+    pub wall_time: f64,
+}
+
 /// Loads every event file at `path`. `progress` is told the bytes read so far and the
 /// total after each file.
 pub fn load_log_dir(
@@ -36,13 +47,25 @@ pub fn load_log_dir(
     options: &LoadOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<LogData> {
+    load_log_dir_with(path, options, progress, &mut |_, _| {})
+}
+
+/// [`load_log_dir`], handing each kept value that a [`Series`] does not hold (histograms,
+/// custom-scalars layouts, images, ...) to `other`, with where it was found; it is counted
+/// in its series as before.
+pub fn load_log_dir_with(
+    path: &Path,
+    options: &LoadOptions,
+    progress: &mut dyn FnMut(u64, u64),
+    other: &mut dyn FnMut(FoundAt<'_>, Value),
+) -> Result<LogData> {
     let files = find_event_files(path)?;
     let sizes: Vec<u64> = files
         .iter()
         .map(|f| std::fs::metadata(&f.path).map_or(0, |m| m.len()))
         .collect();
     let total: u64 = sizes.iter().sum();
-    let mut builder = Builder::new(options);
+    let mut builder = Builder::new(options, other);
     let mut done = 0;
     for (file, size) in files.into_iter().zip(sizes) {
         builder.read_file(file)?;
@@ -54,14 +77,16 @@ pub fn load_log_dir(
 
 struct Builder<'a> {
     options: &'a LoadOptions,
+    other: &'a mut dyn FnMut(FoundAt<'_>, Value),
     data: LogData,
     index: HashMap<String, HashMap<String, usize>>,
 }
 
 impl<'a> Builder<'a> {
-    fn new(options: &'a LoadOptions) -> Self {
+    fn new(options: &'a LoadOptions, other: &'a mut dyn FnMut(FoundAt<'_>, Value)) -> Self {
         Builder {
             options,
+            other,
             data: LogData::default(),
             index: HashMap::new(),
         }
@@ -123,7 +148,14 @@ impl<'a> Builder<'a> {
                     wall_time: event.wall_time,
                     text,
                 }),
-                _ => {}
+                _ => {
+                    let at = FoundAt {
+                        run,
+                        step: event.step,
+                        wall_time: event.wall_time,
+                    };
+                    (self.other)(at, value);
+                }
             }
         }
     }
