@@ -14,6 +14,7 @@ import json
 import math
 import os
 import pickle
+import re
 import sys
 import time
 import warnings
@@ -773,6 +774,30 @@ def test_histogram_of_what_is_not_numbers_is_a_type_error(tmp_path: Path, values
             w.add_histogram("h", values, 1)
         w.add_histogram("h", [1.0, 2.0], 2)  # the writer is still usable
     assert [e.step for e in accumulator(tmp_path).Histograms("h")] == [2]
+
+
+@pytest.mark.parametrize(
+    "value", [10**400, -(10**400), 2**1024], ids=["1e400", "-1e400", "2**1024"]
+)
+def test_int_beyond_a_float_is_an_overflow_error_saying_so(tmp_path: Path, value: int) -> None:
+    """SummaryWriter raises OverflowError ('int too large to convert to float'): so does
+    EventWriter, with a message naming the argument, the value's size and why (it was a
+    TypeError saying the int was not a number)."""
+    with pytest.raises(OverflowError):
+        float(value)  # what SummaryWriter does with it
+    digits = len(str(abs(value)))
+    size = r"an integer of about (\d+) digits, too large for a float"
+    with gpuscope.EventWriter(tmp_path) as w:
+        with pytest.raises(OverflowError, match=rf"^scalar_value is {size}") as info:
+            w.add_scalar("x", value, 1)
+        message = str(info.value)
+        assert "1.8e308" in message
+        match = re.search(size, message)
+        assert match is not None and abs(int(match[1]) - digits) <= 1, message
+        with pytest.raises(OverflowError, match=rf"^each value is {size}"):
+            w.add_scalars("m", {"a": 1.0, "b": value}, 1)
+        w.add_scalar("x", 10**20, 2)  # large, but a float: written
+    assert [(e.step, e.value) for e in accumulator(tmp_path).Scalars("x")] == [(2, f32(1e20))]
 
 
 METHODS_AFTER_CLOSE: dict[str, Callable[[Any], None]] = {

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyList};
@@ -47,6 +47,27 @@ fn number(value: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
         value
     };
     value.extract::<f64>().map_err(|cause| {
+        if cause.is_instance_of::<PyOverflowError>(value.py()) {
+            // An int beyond the largest float: say so (SummaryWriter raises OverflowError).
+            let digits = value
+                .call_method0(intern!(value.py(), "bit_length"))
+                .and_then(|bits| bits.extract::<f64>())
+                .map_or_else(
+                    |_| String::new(),
+                    |bits| {
+                        format!(
+                            " of about {} digits",
+                            (bits * std::f64::consts::LOG10_2).ceil()
+                        )
+                    },
+                );
+            let err = PyOverflowError::new_err(format!(
+                "{what} is an integer{digits}, too large for a float (the largest is about \
+                 1.8e308, and TensorBoard stores scalars as floats)"
+            ));
+            err.set_cause(value.py(), Some(cause));
+            return err;
+        }
         let type_name = value
             .get_type()
             .name()
