@@ -97,11 +97,13 @@ def test_profiler_trace_failure_reported_at_the_users_step(tmp_path: Path) -> No
     (tmp_path / "a_file").write_text("")
     config = gpuscope.ProfilingConfig(wait=0, warmup=1, active=1, repeat=1)
     model, _ = small_training()
-    with warnings_from_gpuscope() as caught:
-        with gpuscope.profile(tmp_path / "a_file" / "run", config, summary=False) as prof:
-            for _ in range(3):
-                model(torch.randn(2, 4))
-                prof.step()
+    with (
+        warnings_from_gpuscope() as caught,
+        gpuscope.profile(tmp_path / "a_file" / "run", config, summary=False) as prof,
+    ):
+        for _ in range(3):
+            model(torch.randn(2, 4))
+            prof.step()
     (w,) = caught
     assert "could not write the profiler trace" in str(w.message)
     assert_points_here(w, "prof.step()")
@@ -109,18 +111,18 @@ def test_profiler_trace_failure_reported_at_the_users_step(tmp_path: Path) -> No
 
 def test_with_stack_warning(tmp_path: Path) -> None:
     config = gpuscope.ProfilingConfig(wait=0, warmup=0, active=1, repeat=1, with_stack=True)
-    with warnings_from_gpuscope() as caught:
+    # Nested, so that the with statement the warning names is on one line.
+    with warnings_from_gpuscope() as caught:  # noqa: SIM117
         with gpuscope.profile(tmp_path, config, summary=False) as prof:
             prof.step()
     (w,) = caught
-    assert_points_here(w, "with gpuscope.profile(")
+    assert_points_here(w, "with gpuscope.profile(tmp_path, config")
 
 
 def test_oom_guard_without_cuda_warning(tmp_path: Path) -> None:
     if torch.cuda.is_available():
         return
-    with warnings_from_gpuscope() as caught:
-        with gpuscope.oom_guard(tmp_path):
-            pass
+    with warnings_from_gpuscope() as caught, gpuscope.oom_guard(tmp_path):
+        pass
     (w,) = caught
-    assert_points_here(w, "with gpuscope.oom_guard(tmp_path)")
+    assert_points_here(w, "gpuscope.oom_guard(tmp_path)")
