@@ -806,7 +806,6 @@ METHODS_AFTER_CLOSE: dict[str, Callable[[Any], None]] = {
     "add_text": lambda w: w.add_text("t", "text", 1),
     "add_histogram": lambda w: w.add_histogram("h", np.ones(3), 1),
     "add_custom_scalars": lambda w: w.add_custom_scalars({"G": {"c": ["Multiline", ["x"]]}}),
-    "flush": lambda w: w.flush(),
 }
 
 
@@ -823,6 +822,26 @@ def test_methods_after_close(tmp_path: Path, method: str) -> None:
         ctx.add_scalar("x", 0.0, 0)
     with pytest.raises(gpuscope.WriterError):
         METHODS_AFTER_CLOSE[method](ctx)
+
+
+def test_flush_after_close_does_nothing_as_in_summarywriter(tmp_path: Path) -> None:
+    """SummaryWriter.flush() after close() is a no-op; EventWriter's too (it raised
+    WriterError), while writes after close() still raise."""
+    with SummaryWriter(str(tmp_path / "sw")) as sw:
+        sw.add_scalar("x", 1.0, 1)
+    sw.flush()  # torch: nothing happens
+
+    w = gpuscope.EventWriter(tmp_path / "ours")
+    w.add_scalar("x", 1.0, 1)
+    w.close()
+    w.flush()
+    w.flush()
+    with pytest.raises(gpuscope.WriterError):
+        w.add_scalar("x", 2.0, 2)
+    with gpuscope.EventWriter(tmp_path / "ctx") as ctx:
+        ctx.add_scalar("x", 0.0, 0)
+    ctx.flush()
+    assert [(e.step, e.value) for e in accumulator(tmp_path / "ours").Scalars("x")] == [(1, 1.0)]
 
 
 @pytest.mark.parametrize("via", VIAS)

@@ -39,7 +39,8 @@ class BadInputError(GpuscopeError):
     """An input file that cannot be used: wrong kind, corrupt, truncated beyond use."""
 
 class WriterError(GpuscopeError):
-    """A writer could not write (disk full, directory removed) or was used after close()."""
+    """A writer could not write (disk full, directory removed) or was written to after
+    close()."""
 
 @disjoint_base
 class EventWriter:
@@ -91,7 +92,9 @@ class EventWriter:
         max_bins: int | None = None,
     ) -> None: ...
     def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Sequence[Any]]]) -> None: ...
-    def flush(self) -> None: ...
+    def flush(self) -> None:
+        """Waits until everything written so far is in the files; after ``close()`` it does
+        nothing (as SummaryWriter's), while the ``add_*`` methods raise WriterError."""
     def close(self) -> None: ...
     def __enter__(self) -> Self: ...
     def __exit__(

@@ -306,8 +306,12 @@ impl PyEventWriter {
         self.writer()?.add_custom_scalars_layout(&groups).py_err()
     }
 
-    /// Waits until everything written so far is in the files.
+    /// Waits until everything written so far is in the files. After `close()` everything
+    /// is there already, and it does nothing (as SummaryWriter's).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        if self.inner.is_none() {
+            return Ok(());
+        }
         writers::flush(py, &self.inner, "EventWriter")
     }
 
