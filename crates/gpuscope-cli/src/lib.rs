@@ -9,6 +9,7 @@ mod args;
 mod commands;
 mod failure;
 mod output;
+mod shell;
 mod signals;
 
 use std::ffi::OsString;

@@ -35,7 +35,12 @@ fn the_childs_exit_code_is_returned() {
     let dir = tempfile::tempdir().unwrap();
     let out = run_sh(dir.path(), "exit 7");
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("exited with code 7"));
+    // The command as a shell line that can be copied: the script stays one word.
+    assert!(
+        text(&out.stderr).contains("`sh -c 'exit 7'` exited with code 7"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = run_sh(dir.path(), "true");
     assert_eq!(out.status.code(), Some(0));
 }

@@ -20,6 +20,7 @@ use gpuscope::render::monitor as render;
 use gpuscope::runlog::names::{given_run_dir, RUN_DIR_VAR};
 
 use crate::args::RunArgs;
+use crate::shell;
 use crate::signals::{sleep_until, Stop};
 use crate::Failure;
 
@@ -148,10 +149,9 @@ fn exit_code(status: ExitStatus) -> i32 {
 }
 
 fn summary(command: &[OsString], code: i32, duration: f64, run_dir: &Path, peaks: &Peaks) {
-    let shown: Vec<_> = command.iter().map(|a| a.to_string_lossy()).collect();
     let mut text = format!(
         "gpuscope run: `{}` exited with code {code} after {duration:.1} s; {} samples in {}\n",
-        shown.join(" "),
+        shell::line(command.iter().map(OsString::as_os_str)),
         peaks.samples,
         run_dir.join("gpu.jsonl").display()
     );

@@ -15,7 +15,7 @@ use gpuscope::nsys::capture::{find_nsys, install_dirs};
 use gpuscope::runlog::names::given_run_dir;
 
 use crate::args::{NsysArgs, NsysCommand, NsysRunArgs};
-use crate::Failure;
+use crate::{shell, Failure};
 
 /// The line printed when nsys is nowhere to be found.
 const NOT_FOUND: &str = "nsys not found on PATH, in /opt/nvidia/nsight-systems*/bin or \
@@ -43,24 +43,6 @@ fn run_dir(run: &NsysRunArgs) -> PathBuf {
     given_run_dir(run.logdir.as_deref()).unwrap_or_else(|| PathBuf::from("runs/gpuscope"))
 }
 
-/// `program argv...` as one line a shell would run the same way.
-fn shell_line(program: &Path, argv: &[OsString]) -> String {
-    std::iter::once(program.as_os_str())
-        .chain(argv.iter().map(OsString::as_os_str))
-        .map(|a| quote(&a.to_string_lossy()))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn quote(arg: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./=,:@%+".contains(c);
-    if !arg.is_empty() && arg.chars().all(plain) {
-        arg.to_owned()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
-}
-
 /// A prepared nsys invocation: printed, then run unless `--dry-run`.
 struct Nsys {
     program: PathBuf,
@@ -81,7 +63,9 @@ impl Nsys {
     /// Prints and runs `nsys argv...` with `env` added; returns its exit code (128 plus
     /// the signal when a signal ended it; 0 for a dry run).
     fn run(&self, argv: &[OsString], env: &[(&str, &OsStr)]) -> Result<i32, Failure> {
-        let line = shell_line(&self.program, argv);
+        let line = shell::line(
+            std::iter::once(self.program.as_os_str()).chain(argv.iter().map(OsString::as_os_str)),
+        );
         if self.dry_run {
             println!("{line}");
             return Ok(0);
@@ -120,22 +104,5 @@ fn passed_on(code: i32) -> Result<(), Failure> {
     match code {
         0 => Ok(()),
         c => Err(Failure::Exit(c)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn printed_commands_quote_what_a_shell_would_split() {
-        let argv: Vec<OsString> = ["profile", "--output=runs/a b/x", "it's", "--lr=1e-3", ""]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        assert_eq!(
-            shell_line(Path::new("/opt/nsys"), &argv),
-            r"/opt/nsys profile '--output=runs/a b/x' 'it'\''s' --lr=1e-3 ''"
-        );
     }
 }
