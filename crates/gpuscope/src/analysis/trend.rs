@@ -15,7 +15,9 @@ pub struct Trend {
     /// y at x = 0.
     pub intercept: f64,
     /// Coefficient of determination of the line (1 − SS_res / SS_tot); 1 for a flat,
-    /// constant series.
+    /// constant series, 0 when the line explains the points no better than their mean.
+    /// (Theil–Sen's line is not the least-squares one, so the formula alone can go below
+    /// 0, which reads as nonsense next to a trend.)
     pub r2: f64,
 }
 
@@ -42,7 +44,7 @@ pub fn theil_sen(points: &[(f64, f64)]) -> Option<Trend> {
     let r2 = if ss_tot == 0.0 {
         1.0
     } else {
-        1.0 - ss_res / ss_tot
+        (1.0 - ss_res / ss_tot).max(0.0)
     };
     Some(Trend {
         slope,
@@ -104,6 +106,17 @@ mod tests {
             .collect();
         let t = theil_sen(&points).unwrap();
         assert!(t.r2 < 0.2, "{t:?}");
+    }
+
+    #[test]
+    fn a_line_worse_than_the_mean_fits_at_zero() {
+        // The median line is y = 0; the one spike puts the mean at 14.3, nearer the points
+        // than the line is: 1 − SS_res / SS_tot = 1 − 10000 / 8571.
+        let points: Vec<_> = (0..7)
+            .map(|i| (i as f64, if i == 6 { 100.0 } else { 0.0 }))
+            .collect();
+        let t = theil_sen(&points).unwrap();
+        assert_eq!((t.slope, t.intercept, t.r2), (0.0, 0.0, 0.0));
     }
 
     #[test]

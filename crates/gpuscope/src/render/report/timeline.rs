@@ -67,15 +67,21 @@ pub fn write(out: &mut dyn Write, timeline: &Timeline, first: i64, width: u16) -
     }
     let bars = (width as usize).saturating_sub(LABEL + RANGE).max(10);
     let columns = timeline.resample(bars);
+    let per_bar = if columns.records_per_point > timeline.records_per_point {
+        "; a bar is the peak of its records"
+    } else {
+        ""
+    };
     writeln!(
         out,
-        "Categories over iterations ({first} → {}; MB, low–high of each line):",
+        "Categories over iterations ({first} → {}; MB, lowest–highest record{per_bar}):",
         timeline.iterations[timeline.iterations.len() - 1]
     )?;
     for s in categories {
         let name = s.name.trim_start_matches("category/");
         let values = &columns.get(&s.name).expect("same series").values;
-        let (lo, hi) = bounds(values);
+        // The range of every record: a bar's peak hides the lows between the peaks.
+        let (lo, hi) = bounds(&s.values);
         writeln!(
             out,
             "  {name:<15} {} {:.1}–{:.1}",
@@ -113,6 +119,32 @@ fn sparkline(values: &[Option<f64>], lo: f64, hi: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::timeline::Unit;
+
+    /// Records alternating 100 MB and 200 MB of activations, more than an 80-column
+    /// line has bars: every bar is a 200 MB peak, the range still starts at 100 MB.
+    #[test]
+    fn the_range_is_of_every_record_not_of_the_bars() {
+        let n = 200;
+        let mib = |m: f64| Some(m * (1u64 << 20) as f64);
+        let timeline = Timeline {
+            iterations: (0..n).collect(),
+            records_per_point: 1,
+            series: vec![TimelineSeries {
+                name: "category/activations".into(),
+                unit: Unit::Bytes,
+                values: (0..n)
+                    .map(|i| mib(if i % 2 == 0 { 100.0 } else { 200.0 }))
+                    .collect(),
+            }],
+        };
+        let mut out = Vec::new();
+        write(&mut out, &timeline, 0, 80).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let line = text.lines().find(|l| l.contains("activations")).unwrap();
+        assert!(line.ends_with(" 100.0–200.0"), "{text}");
+        assert!(text.contains("a bar is the peak of its records"), "{text}");
+    }
 
     #[test]
     fn sparkline_spans_lowest_to_highest_bar() {
