@@ -67,16 +67,14 @@ pub fn write(out: &mut dyn Write, timeline: &Timeline, first: i64, width: u16) -
     }
     let bars = (width as usize).saturating_sub(LABEL + RANGE).max(10);
     let columns = timeline.resample(bars);
-    let per_bar = if columns.records_per_point > timeline.records_per_point {
-        "; a bar is the peak of its records"
-    } else {
-        ""
-    };
     writeln!(
         out,
-        "Categories over iterations ({first} → {}; MB, lowest–highest record{per_bar}):",
+        "Categories over iterations ({first} → {}; MB, lowest–highest record):",
         timeline.iterations[timeline.iterations.len() - 1]
     )?;
+    if columns.records_per_point > timeline.records_per_point {
+        writeln!(out, "  (each bar is the peak of the records it stands for)")?;
+    }
     for s in categories {
         let name = s.name.trim_start_matches("category/");
         let values = &columns.get(&s.name).expect("same series").values;
@@ -143,7 +141,7 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let line = text.lines().find(|l| l.contains("activations")).unwrap();
         assert!(line.ends_with(" 100.0–200.0"), "{text}");
-        assert!(text.contains("a bar is the peak of its records"), "{text}");
+        assert!(text.contains("each bar is the peak of the records"), "{text}");
     }
 
     #[test]
