@@ -1,10 +1,11 @@
-//! `-o FILE` naming one of the command's inputs: refused before anything is written, so the
-//! input survives (the report would have replaced it).
+//! What every command's output has in common: `-o FILE` naming one of the command's
+//! inputs is refused before anything is written, so the input survives (the report would
+//! have replaced it); text reports have no blanks at the ends of their lines.
 
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use common::one_error_line;
+use common::{one_error_line, stdout_of};
 
 mod common;
 
@@ -90,4 +91,46 @@ fn monitor_never_logs_over_the_file_it_replays() {
     let line = one_error_line(&out);
     assert!(line.contains("the output file is an input"), "{line}");
     assert_eq!(std::fs::read(&saved).unwrap(), before);
+}
+
+/// comfy-table pads the last cell of every row; a report copied into an issue or a diff
+/// then shows trailing blanks on every table line.
+#[test]
+fn text_reports_end_no_line_with_a_blank() {
+    let snapshot = shared("snapshots/lm_fullstep_ctx128.pickle");
+    let trace = shared("traces/resnet50_v100_memory_workers0.json.gz");
+    let table = shared("nvidia-smi/nvidia-htop__FAKE_STDIN__driver390_8xGTX1080Ti.txt");
+    let export = shared("nsys/cuda_add_rtx4060ti_nsys2026.sqlite");
+    let runs: [Vec<&std::ffi::OsStr>; 5] = [
+        vec!["snapshot".as_ref(), snapshot.as_ref()],
+        vec![
+            "snapshot".as_ref(),
+            snapshot.as_ref(),
+            "--diff".as_ref(),
+            snapshot.as_ref(),
+        ],
+        vec!["trace".as_ref(), trace.as_ref()],
+        vec!["nsys".as_ref(), "stats".as_ref(), export.as_ref()],
+        vec![
+            "monitor".as_ref(),
+            "--once".as_ref(),
+            "--watch".as_ref(),
+            "--from".as_ref(),
+            table.as_ref(),
+        ],
+    ];
+    for args in runs {
+        let out = Command::cargo_bin("gpuscope")
+            .unwrap()
+            .args(&args)
+            .env("COLUMNS", "80")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let text = stdout_of(&out);
+        assert!(text.lines().count() > 5, "{args:?}: {text}");
+        for line in text.lines() {
+            assert_eq!(line, line.trim_end(), "{args:?}");
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use crate::analysis::health::Diagnosis;
 use crate::model::health::NonfiniteEvent;
 
-use super::{paragraph, right_align, table};
+use super::{paragraph, right_align, table, write_table};
 
 /// Components shown side by side in the history table; more would not fit 80 columns.
 const HISTORY_COLUMNS: usize = 6;
@@ -99,7 +99,7 @@ fn parameters(event: &NonfiniteEvent, width: u16, out: &mut dyn Write) -> io::Re
         ]);
     }
     right_align(&mut t, &[1, 2, 3]);
-    writeln!(out, "{t}")
+    write_table(out, &t)
 }
 
 /// The loss components of the remembered iterations, this one last.
@@ -143,7 +143,7 @@ fn history(event: &NonfiniteEvent, width: u16, out: &mut dyn Write) -> io::Resul
     }
     let columns: Vec<usize> = (0..=names.len()).collect();
     right_align(&mut t, &columns);
-    writeln!(out, "{t}")
+    write_table(out, &t)
 }
 
 /// A loss value in at most a dozen characters: fixed point for ordinary magnitudes,

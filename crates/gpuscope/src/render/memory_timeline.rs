@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::html::{page_end, page_start, table as html_table};
 use super::svg::{chart, Chart, Line};
-use super::table;
+use super::{table, write_table};
 use crate::analysis::timeline::Unit;
 use crate::analysis::trace::memory_categories::{CategoryTimeline, Moment};
 
@@ -48,7 +48,7 @@ pub fn text(path: &Path, t: &CategoryTimeline, width: u16, out: &mut dyn Write) 
             col.set_cell_alignment(comfy_table::CellAlignment::Right);
         }
     }
-    writeln!(out, "{tt}")
+    write_table(out, &tt)
 }
 
 #[derive(Serialize)]

@@ -46,6 +46,18 @@ pub(crate) fn table(width: u16) -> comfy_table::Table {
     t
 }
 
+/// Writes a table made by [`table`], each line without the padding that comfy-table
+/// leaves after its last cell (trailing blanks that editors flag and diffs show).
+pub(crate) fn write_table(
+    out: &mut dyn std::io::Write,
+    t: &comfy_table::Table,
+) -> std::io::Result<()> {
+    for line in t.lines() {
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
 /// Writes `text` wrapped to `width` columns, continuation lines indented by four.
 pub(crate) fn paragraph(
     out: &mut dyn std::io::Write,

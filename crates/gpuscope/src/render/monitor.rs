@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{bytes, clip, right_align, table};
+use super::{bytes, clip, right_align, table, write_table};
 use crate::analysis::gpu_peaks::Peaks;
 use crate::model::gpu::{share, GpuSample, HostSample, Sample, TreeSample};
 
@@ -166,7 +166,7 @@ pub fn watch(sample: &Sample, width: u16, out: &mut dyn Write) -> io::Result<()>
             ]);
         }
         right_align(&mut t, &[0, 2, 3, 4, 5]);
-        writeln!(out, "{t}")?;
+        write_table(out, &t)?;
     }
     if let Some(e) = &sample.gpu_error {
         writeln!(out, "GPUs unreadable: {e}")?;

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{bytes, clip, paragraph, right_align, table};
+use super::{bytes, clip, paragraph, right_align, table, write_table};
 use crate::analysis::nsys::{DeviceUsage, DurationStats, NsysReport, SizeStats};
 
 /// JSON schema name and version of [`json`]'s output.
@@ -430,7 +430,7 @@ fn usage_points(d: &DeviceUsage, width: u16, out: &mut dyn Write) -> io::Result<
         }
     }
     right_align(&mut tt, &[0, 1]);
-    writeln!(out, "{tt}")
+    write_table(out, &tt)
 }
 
 #[derive(Serialize)]

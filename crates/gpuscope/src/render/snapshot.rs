@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::{bytes, paragraph, right_align, signed_bytes, table};
+use super::{bytes, paragraph, right_align, signed_bytes, table, write_table};
 use crate::analysis::snapshot::diff::SnapshotDiff;
 use crate::analysis::snapshot::fragmentation::Fragmentation;
 use crate::analysis::snapshot::replay::DeviceReplay;
@@ -143,7 +143,8 @@ fn group_table(out: &mut dyn Write, what: &str, groups: &[Group], width: u16) ->
         ]);
     }
     right_align(&mut t, &[1, 2, 3, 4]);
-    writeln!(out, "\nBy {what}:\n{t}")
+    writeln!(out, "\nBy {what}:")?;
+    write_table(out, &t)
 }
 
 fn device(out: &mut dyn Write, d: &DeviceReplay, width: u16) -> io::Result<()> {
@@ -216,7 +217,7 @@ fn sites(out: &mut dyn Write, title: &str, list: &[SiteBytes], width: u16) -> io
         ]);
     }
     right_align(&mut t, &[1, 2]);
-    writeln!(out, "{t}")
+    write_table(out, &t)
 }
 
 /// A site for a table cell `width` wide: a frame a line, each cut from the left (the
@@ -278,7 +279,7 @@ fn fragmentation(out: &mut dyn Write, f: &Fragmentation, width: u16) -> io::Resu
         ]);
     }
     right_align(&mut t, &[0, 1, 2, 3]);
-    writeln!(out, "{t}")?;
+    write_table(out, &t)?;
     if f.segments.is_empty() {
         return Ok(());
     }
@@ -300,7 +301,8 @@ fn fragmentation(out: &mut dyn Write, f: &Fragmentation, width: u16) -> io::Resu
         ]);
     }
     right_align(&mut t, &[1, 2, 3, 4]);
-    writeln!(out, "\nSegments with the most free bytes:\n{t}")
+    writeln!(out, "\nSegments with the most free bytes:")?;
+    write_table(out, &t)
 }
 
 /// The `gpuscope.snapshot-diff/1` document: how snapshot `b` differs from `a`.
@@ -344,7 +346,7 @@ pub fn diff_text(
         t.add_row(vec![what.to_owned(), fx, fy, fd]);
     }
     right_align(&mut t, &[1, 2, 3]);
-    writeln!(out, "{t}")?;
+    write_table(out, &t)?;
     if d.changed.is_empty() {
         return writeln!(out, "\nThe same bytes at every call site.");
     }
@@ -360,7 +362,7 @@ pub fn diff_text(
         ]);
     }
     right_align(&mut t, &[1, 2, 3]);
-    writeln!(out, "{t}")?;
+    write_table(out, &t)?;
     if d.changed.len() > DIFF_ROWS {
         writeln!(
             out,

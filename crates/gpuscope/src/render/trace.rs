@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{clip, paragraph, right_align, table};
+use super::{clip, paragraph, right_align, table, write_table};
 use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::operators::OperatorStats;
 use crate::analysis::trace::ranks::RankComparison;
@@ -114,7 +114,7 @@ pub fn diff_text(
                 ]);
             }
             right_align(&mut t, &[1, 2, 3, 4, 5]);
-            writeln!(out, "{t}")?;
+            write_table(out, &t)?;
         }
         alike_note(out, &labels, width)?;
     }
@@ -137,7 +137,7 @@ pub fn ranks_text(c: &RankComparison, width: u16, out: &mut dyn Write) -> io::Re
         ]);
     }
     right_align(&mut t, &[0, 1, 2, 3, 4]);
-    writeln!(out, "{t}")?;
+    write_table(out, &t)?;
     for s in &c.stragglers {
         let line = format!(
             "Straggler: rank {} computes {:.0} % longer than the median rank; the others \
@@ -297,7 +297,7 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
             tt.add_row([name.to_owned(), format!("{us:.1}"), format!("{pct:.2}")]);
         }
         right_align(&mut tt, &[1, 2]);
-        writeln!(out, "{tt}")?;
+        write_table(out, &tt)?;
         writeln!(out)?;
         writeln!(out, "Kernel types")?;
         let mut kt = table(width);
@@ -310,7 +310,7 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
             ]);
         }
         right_align(&mut kt, &[1, 2]);
-        writeln!(out, "{kt}")?;
+        write_table(out, &kt)?;
         writeln!(out)?;
         writeln!(out, "Top kernels by total time")?;
         let mut top = table(width);
@@ -327,7 +327,7 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
             ]);
         }
         right_align(&mut top, &[1, 2, 3, 4, 5]);
-        writeln!(out, "{top}")?;
+        write_table(out, &top)?;
         alike_note(out, &labels, width)?;
         writeln!(out)?;
         idle(out, r, width)?;
@@ -389,7 +389,7 @@ fn memory(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
             ]);
         }
         right_align(&mut t, &[1]);
-        writeln!(out, "{t}")?;
+        write_table(out, &t)?;
         writeln!(out)?;
     }
     Ok(())
@@ -427,7 +427,7 @@ fn operators(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> 
             ]);
         }
         right_align(&mut t, &[1, 2, 3, 4]);
-        writeln!(out, "{t}")?;
+        write_table(out, &t)?;
         writeln!(out)?;
     }
     if !o.gpu_time_known {
@@ -466,7 +466,7 @@ fn idle(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
         ]);
     }
     right_align(&mut t, &[0, 1, 2, 3, 4]);
-    writeln!(out, "{t}")?;
+    write_table(out, &t)?;
     if let Some(p) = r.comm_comp_overlap_percent {
         writeln!(out, "Communication hidden under computation: {p:.1} %")?;
     }
@@ -494,7 +494,7 @@ fn launches(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
         ]);
     }
     right_align(&mut t, &[1, 2, 3, 4]);
-    writeln!(out, "{t}")?;
+    write_table(out, &t)?;
     for q in &r.queue_by_stream {
         writeln!(
             out,
@@ -539,7 +539,7 @@ fn copies(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
         ]);
     }
     right_align(&mut t, &[1, 2, 3, 4, 5]);
-    writeln!(out, "{t}")?;
+    write_table(out, &t)?;
     let pageable: u64 = r.copies.iter().map(|c| c.pageable_count).sum();
     if pageable > 0 {
         let line = format!(
@@ -575,7 +575,7 @@ fn steps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
         ]);
     }
     right_align(&mut t, &[1, 2, 3, 4, 5, 6, 7, 8]);
-    writeln!(out, "{t}")?;
+    write_table(out, &t)?;
     for v in &o.verdicts {
         paragraph(out, &format!("Verdict: {}", v.advice), width)?;
     }

@@ -17,7 +17,7 @@ use crate::model::memory::{mb, mb_signed, percent};
 
 use super::health::{event_line, sci, verdict};
 use super::timeline;
-use crate::render::{paragraph, right_align, table};
+use crate::render::{paragraph, right_align, table, write_table};
 
 /// Modules listed in the gradient table; the ones that vanish or explode come first.
 const MODULE_ROWS: usize = 12;
@@ -292,7 +292,7 @@ fn sections(out: &mut dyn Write, trends: &[SectionTrend], width: u16) -> io::Res
         ]);
     }
     right_align(&mut t, &[1, 2, 3, 4]);
-    writeln!(out, "{t}")?;
+    write_table(out, &t)?;
     if let Some(grew) = trends
         .first()
         .filter(|s| s.growth_percent.is_some_and(|g| g >= 20.0))
@@ -351,7 +351,7 @@ fn gradients(out: &mut dyn Write, g: &GradientFlow, width: u16) -> io::Result<()
         t.add_row(row);
     }
     right_align(&mut t, &[1, 2, 3, 5]);
-    writeln!(out, "{t}")?;
+    write_table(out, &t)?;
     if g.modules.len() > shown {
         writeln!(
             out,
