@@ -141,7 +141,10 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let line = text.lines().find(|l| l.contains("activations")).unwrap();
         assert!(line.ends_with(" 100.0–200.0"), "{text}");
-        assert!(text.contains("each bar is the peak of the records"), "{text}");
+        assert!(
+            text.contains("each bar is the peak of the records"),
+            "{text}"
+        );
     }
 
     #[test]
