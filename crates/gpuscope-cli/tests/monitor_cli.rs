@@ -141,8 +141,8 @@ fn a_saved_table_read_once() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with(
-        "GPU0 Memory: 0.7 GB / 7.8 GB (9%), 2% util, 50°C, 27 W | \
-         GPU1 Memory: 0.9 GB / 2.0 GB (44%), 0% util, 30°C, 1 W | Host CPU "
+        "GPU0 Memory: 0.7 GB / 7.8 GB (9%), 2% util, 50°C, 27 W\n\
+         GPU1 Memory: 0.9 GB / 2.0 GB (44%), 0% util, 30°C, 1 W\nHost CPU "
     ));
 }
 

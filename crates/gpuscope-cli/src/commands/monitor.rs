@@ -100,7 +100,7 @@ fn show(
             }
             render::watch(sample, output::text_width(), out)?;
         }
-        (MonitorFormat::Text, false) => writeln!(out, "{}", render::one_line(sample))?,
+        (MonitorFormat::Text, false) => writeln!(out, "{}", render::seed_text(sample))?,
     }
     out.flush()
 }

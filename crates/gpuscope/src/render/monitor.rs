@@ -1,4 +1,4 @@
-//! GPU samples for people: the seed's one line (`GPU Memory: 15.6 GB / 16.0 GB (97%)`,
+//! GPU samples for people: the seed's line (`GPU Memory: 15.6 GB / 16.0 GB (97%)`,
 //! GB meaning 2^30 bytes as the seed's monitor computes it from MiB), a gpustat-like table
 //! for `--watch` that fits 80 columns, JSON for scripts, and the summary of peaks.
 
@@ -45,10 +45,12 @@ fn used_of(
     text
 }
 
-/// The seed's line for every GPU, then the host's figures, on one line.
-pub fn one_line(sample: &Sample) -> String {
-    let single = sample.gpus.len() == 1;
-    let mut parts: Vec<String> = sample
+/// The seed's line: with one GPU (or none) its figures and the host's on one line; with
+/// several, a line per GPU and then the host's, so a node of eight stays readable in 80
+/// columns instead of one line of 600.
+pub fn seed_text(sample: &Sample) -> String {
+    let single = sample.gpus.len() <= 1;
+    let mut gpus: Vec<String> = sample
         .gpus
         .iter()
         .map(|g| {
@@ -72,14 +74,16 @@ pub fn one_line(sample: &Sample) -> String {
             text
         })
         .collect();
+    let mut rest = Vec::new();
     if let Some(e) = &sample.gpu_error {
-        parts.push(format!("GPUs unreadable: {e}"));
+        rest.push(format!("GPUs unreadable: {e}"));
     }
-    parts.push(host_text(&sample.host));
+    rest.push(host_text(&sample.host));
     if let Some(tree) = &sample.tree {
-        parts.push(tree_text(tree));
+        rest.push(tree_text(tree));
     }
-    parts.join(" | ")
+    gpus.push(rest.join(" | "));
+    gpus.join(if single { " | " } else { "\n" })
 }
 
 /// `98% util`, `75°C`, `223 W` for the figures that were measured.
@@ -272,7 +276,7 @@ mod tests {
             }],
             ..Sample::default()
         };
-        assert!(one_line(&sample).starts_with("GPU Memory: 15.6 GB / 16.0 GB (97%) | Host RAM"));
+        assert!(seed_text(&sample).starts_with("GPU Memory: 15.6 GB / 16.0 GB (97%) | Host RAM"));
     }
 
     #[test]
@@ -287,12 +291,10 @@ mod tests {
             ],
             ..Sample::default()
         };
-        let line = one_line(&sample);
+        let text = seed_text(&sample);
         assert!(
-            line.starts_with(
-                "GPU0 Memory: n/a / n/a | GPU1 Memory: n/a / n/a | Host RAM n/a / n/a"
-            ),
-            "{line}"
+            text.starts_with("GPU0 Memory: n/a / n/a\nGPU1 Memory: n/a / n/a\nHost RAM n/a / n/a"),
+            "{text}"
         );
     }
 }
