@@ -101,7 +101,8 @@ fn text_reports_end_no_line_with_a_blank() {
     let trace = shared("traces/resnet50_v100_memory_workers0.json.gz");
     let table = shared("nvidia-smi/nvidia-htop__FAKE_STDIN__driver390_8xGTX1080Ti.txt");
     let export = shared("nsys/cuda_add_rtx4060ti_nsys2026.sqlite");
-    let runs: [Vec<&std::ffi::OsStr>; 5] = [
+    let tfevents = shared("tfevents");
+    let runs: [Vec<&std::ffi::OsStr>; 7] = [
         vec!["snapshot".as_ref(), snapshot.as_ref()],
         vec![
             "snapshot".as_ref(),
@@ -110,6 +111,8 @@ fn text_reports_end_no_line_with_a_blank() {
             snapshot.as_ref(),
         ],
         vec!["trace".as_ref(), trace.as_ref()],
+        vec!["tb".as_ref(), tfevents.as_ref()],
+        vec!["tb".as_ref(), tfevents.as_ref(), "--tags".as_ref()],
         vec!["nsys".as_ref(), "stats".as_ref(), export.as_ref()],
         vec![
             "monitor".as_ref(),

@@ -104,7 +104,7 @@ pub fn text(data: &LogData, view: TextView, width: u16, out: &mut dyn Write) -> 
                         t.add_row(vec![p.step.to_string(), wall(p.wall_time), p.text.clone()]);
                     }
                 }
-                writeln!(out, "{t}")?;
+                super::write_table(out, &t)?;
             }
         }
     }
@@ -207,17 +207,17 @@ fn tag_table(
     let t = table(&in_cell);
     let mut lines = t.lines();
     let (Some(header), Some(rule)) = (lines.next(), lines.next()) else {
-        return writeln!(out, "{t}");
+        return super::write_table(out, &t);
     };
-    writeln!(out, "{header}")?;
-    writeln!(out, "{rule}")?;
+    writeln!(out, "{}", header.trim_end())?;
+    writeln!(out, "{}", rule.trim_end())?;
     // Where the tag column starts: after the run column, if any.
     let indent = header.find(" tag").unwrap_or(0);
     for (s, line) in data.series.iter().zip(lines) {
         if !fits(s) {
             writeln!(out, "{:indent$} {}", "", s.tag)?;
         }
-        writeln!(out, "{line}")?;
+        writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
 }
