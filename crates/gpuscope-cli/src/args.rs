@@ -176,7 +176,7 @@ pub struct TraceArgs {
     #[arg(long)]
     pub hta_compat: bool,
     /// Compare with this trace instead: kernels and operators added, removed, slower,
-    /// faster (the first rank of each when given directories)
+    /// faster (the first rank of each when given directories); text or JSON
     #[arg(long, value_name = "TRACE", conflicts_with = "export")]
     pub diff: Option<PathBuf>,
     /// Write the kernel and operator tables, one row per event, as kernels.<ext> and
@@ -221,7 +221,8 @@ pub struct SnapshotArgs {
     /// blocks (repeatable)
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub request: Vec<u64>,
-    /// Compare with this snapshot instead: bytes alive by call site, what grew
+    /// Compare with this snapshot instead: bytes alive by call site, what grew (text or
+    /// JSON)
     #[arg(long, value_name = "SNAPSHOT")]
     pub diff: Option<PathBuf>,
 }

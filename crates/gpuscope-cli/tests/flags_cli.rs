@@ -45,3 +45,34 @@ fn impossible_flags_are_refused() {
         assert!(line.contains(flag), "{args:?}: {line}");
     }
 }
+
+/// `--diff` has no HTML page: asked for one, the comparison used to be written as JSON into
+/// the `.html` file with exit 0. Now it is refused before anything is read or written.
+#[test]
+fn a_diff_is_not_written_as_html() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshots = [
+        shared("snapshots/finetune_no_timestamps.pickle"),
+        shared("snapshots/lm_fullstep_ctx128.pickle"),
+    ];
+    let traces = [
+        shared("traces/resnet50_v100_memory_workers0.json.gz"),
+        shared("traces/resnet50_v100_memory_workers4.json.gz"),
+    ];
+    for (command, [a, b]) in [("snapshot", &snapshots), ("trace", &traces)] {
+        let page = dir.path().join(format!("{command}_diff.html"));
+        let out = Command::cargo_bin("gpuscope")
+            .unwrap()
+            .arg(command)
+            .arg(a)
+            .arg("--diff")
+            .arg(b)
+            .args(["--format", "html", "-o"])
+            .arg(&page)
+            .output()
+            .unwrap();
+        let line = one_error_line(&out);
+        assert!(line.contains("--diff") && line.contains("HTML"), "{line}");
+        assert!(!page.exists(), "{command}: {} was written", page.display());
+    }
+}

@@ -13,6 +13,9 @@ use crate::args::{ReportFormat, SnapshotArgs};
 use crate::{output, Failure};
 
 pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
+    if args.diff.is_some() && matches!(args.format, ReportFormat::Html) {
+        return Err(output::no_html_diff());
+    }
     output::not_an_input(
         args.output.as_deref(),
         &[Some(&args.path), args.diff.as_deref()],
@@ -24,9 +27,8 @@ pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
         let mut out = output::open(args.output.as_deref())?;
         match args.format {
             ReportFormat::Text => render::diff_text(&args.path, other, &d, width, &mut out)?,
-            ReportFormat::Json | ReportFormat::Html => {
-                render::diff_json(&args.path, other, &d, &mut out)?
-            }
+            ReportFormat::Json => render::diff_json(&args.path, other, &d, &mut out)?,
+            ReportFormat::Html => unreachable!("refused above"),
         }
         out.flush()?;
         return Ok(());

@@ -23,6 +23,9 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
     } else {
         (Clock::Exact, "exact")
     };
+    if args.diff.is_some() && matches!(args.format, TraceFormat::Html) {
+        return Err(output::no_html_diff());
+    }
     output::not_an_input(
         args.output.as_deref(),
         &[Some(&args.path), args.diff.as_deref()],
@@ -54,9 +57,8 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
             TraceFormat::Text => {
                 render::diff_text(&a.path, &b.path, &d, output::text_width(), &mut out)?
             }
-            TraceFormat::Json | TraceFormat::Html => {
-                render::diff_json(&a.path, &b.path, &d, &mut out)?
-            }
+            TraceFormat::Json => render::diff_json(&a.path, &b.path, &d, &mut out)?,
+            TraceFormat::Html => unreachable!("refused above"),
         }
         out.flush()?;
         return Ok(());
