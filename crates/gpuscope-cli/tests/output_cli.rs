@@ -137,3 +137,28 @@ fn text_reports_end_no_line_with_a_blank() {
         }
     }
 }
+
+/// Wrapped sentences break at spaces only. The snapshot's largest allocation is at
+/// `/home/c-kaitwang/assignment1/cs336_basics/training.py:21`; the wrap used to break it
+/// after `c-` (textwrap's default splits words at hyphens), so the path could not be
+/// copied from the report.
+#[test]
+fn wrapped_text_never_breaks_a_path_at_a_hyphen() {
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .arg("snapshot")
+        .arg(shared("snapshots/lm_fullstep_ctx128.pickle"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr_of(&out));
+    let text = stdout_of(&out);
+    let line = text
+        .lines()
+        .find(|l| l.contains("cs336_basics/training.py:21 cross_entropy_loss"))
+        .unwrap_or_else(|| panic!("no line names the largest allocation's site:\n{text}"));
+    assert!(
+        line.contains("/home/c-kaitwang/assignment1/cs336_basics/training.py:21"),
+        "{line}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}

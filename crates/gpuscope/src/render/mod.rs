@@ -58,13 +58,17 @@ pub(crate) fn write_table(
     Ok(())
 }
 
-/// Writes `text` wrapped to `width` columns, continuation lines indented by four.
+/// Writes `text` wrapped to `width` columns, continuation lines indented by four. Lines
+/// break only at spaces: never at a hyphen inside a word, which would cut paths
+/// (`/home/c-` then `kaitwang/...`) and names that must be copied whole.
 pub(crate) fn paragraph(
     out: &mut dyn std::io::Write,
     text: &str,
     width: u16,
 ) -> std::io::Result<()> {
-    let options = textwrap::Options::new(width as usize).subsequent_indent("    ");
+    let options = textwrap::Options::new(width as usize)
+        .subsequent_indent("    ")
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
     for line in textwrap::wrap(text, options) {
         writeln!(out, "{line}")?;
     }
