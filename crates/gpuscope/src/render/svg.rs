@@ -176,10 +176,17 @@ pub fn chart(c: &Chart, out: &mut String) {
     for m in &c.markers {
         let x = px(m.x as f64);
         let colour = if m.alert { "#d62728" } else { "#777" };
+        // Right of the line in the left half of the plot; left of it (ending at it) in
+        // the right half, so that a label near the right edge (a peak at the end of the
+        // trace) stays inside the plot instead of running over the legend.
+        let (label_x, anchor) = if x > (LEFT + RIGHT) / 2.0 {
+            (x - 3.0, "end")
+        } else {
+            (x + 3.0, "start")
+        };
         let _ = write!(
             out,
-            r#"<line class="marker" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{bottom}" stroke="{colour}" stroke-dasharray="4 3"/><text x="{:.1}" y="{}" class="marker-label" fill="{colour}">{}</text>"#,
-            x + 3.0,
+            r#"<line class="marker" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{bottom}" stroke="{colour}" stroke-dasharray="4 3"/><text x="{label_x:.1}" y="{}" text-anchor="{anchor}" class="marker-label" fill="{colour}">{}</text>"#,
             TOP + 11.0,
             text(&m.label)
         );
@@ -317,6 +324,64 @@ mod tests {
     fn a_gap_lifts_the_pen() {
         let d = line_path(&[Some((1.0, 2.0)), None, Some((3.0, 4.0)), Some((5.0, 6.0))]);
         assert_eq!(d, "M1.0,2.0M3.0,4.0L5.0,6.0");
+    }
+
+    /// The `x` and `text-anchor` of each marker label.
+    fn marker_labels(svg: &str) -> Vec<(f64, String)> {
+        svg.split(r#"<text x=""#)
+            .skip(1)
+            .filter(|t| t.contains(r#"class="marker-label""#))
+            .map(|t| {
+                let x = t[..t.find('"').unwrap()].parse().unwrap();
+                let anchor = t
+                    .split(r#"text-anchor=""#)
+                    .nth(1)
+                    .map_or("start", |a| &a[..a.find('"').unwrap()]);
+                (x, anchor.to_owned())
+            })
+            .collect()
+    }
+
+    /// A marker at the right end of the plot (the peak of a snapshot's timeline is often
+    /// its last event) had its label start right of the line, past the plot's right edge
+    /// and over the first legend entry. A label that starts at x extends right of it, one
+    /// that ends there extends left: every label must extend into the plot.
+    #[test]
+    fn marker_labels_stay_inside_the_plot() {
+        let mut out = String::new();
+        chart(
+            &Chart {
+                title: "timeline",
+                x_label: "ms",
+                x: &[0, 50, 100],
+                lines: vec![Line {
+                    name: "a",
+                    dashed: false,
+                    values: &[Some(1.0), Some(2.0), Some(3.0)],
+                }],
+                stacked: true,
+                unit: Unit::Bytes,
+                markers: [0, 100]
+                    .into_iter()
+                    .map(|x| Marker {
+                        x,
+                        label: "peak 51.3 GiB".to_owned(),
+                        alert: true,
+                    })
+                    .collect(),
+            },
+            &mut out,
+        );
+        let labels = marker_labels(&out);
+        assert_eq!(labels.len(), 2, "{out}");
+        for (x, anchor) in labels {
+            assert!((LEFT..=RIGHT).contains(&x), "{x} {anchor}");
+            let room = if anchor == "end" { x - LEFT } else { RIGHT - x };
+            assert!(
+                room > 100.0,
+                "a label at {x} anchored {anchor} leaves the plot"
+            );
+        }
     }
 
     #[test]
