@@ -728,3 +728,44 @@ fn a_handful_of_launches_makes_no_launch_bound_verdict() {
     let advice = triton["steps"]["verdicts"][0]["advice"].as_str().unwrap();
     assert!(advice.contains("saw nothing run on the CPU"), "{advice}");
 }
+
+/// The y tick labels (`text-anchor="end"`) of the page's chart titled `title`.
+fn y_ticks(page: &str, title: &str) -> Vec<String> {
+    let svg = page
+        .split("<svg")
+        .find(|s| s.contains(&format!("<title>{title}</title>")))
+        .unwrap_or_else(|| panic!("no chart titled {title}"));
+    svg.split(r#"text-anchor="end" class="tick">"#)
+        .skip(1)
+        .map(|t| t[..t.find('<').unwrap()].to_owned())
+        .collect()
+}
+
+/// The steps chart of the HTML page plots milliseconds (its rows are the step table's ms),
+/// but its y axis was ticked as a bare count (`0 50 100 150`): the unit was only in the
+/// SVG's hover title. Every tick now says ms.
+#[test]
+fn the_steps_chart_axis_is_in_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("trace.html");
+    let out = trace([
+        shared("traces/resnet50_v100_memory_workers0.json.gz").as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("html"),
+        OsStr::new("-o"),
+        page.as_os_str(),
+    ]);
+    success(&out, "resnet50 html");
+    let page = std::fs::read_to_string(&page).unwrap();
+    let ticks = y_ticks(&page, "Step time by category (ms)");
+    // Steps of 164–181 ms (data: ProfilerStep#5–#10): ticks up to at least 150.
+    assert!(ticks.len() >= 3, "{ticks:?}");
+    assert!(ticks.iter().all(|t| t.ends_with(" ms")), "{ticks:?}");
+    let top: f64 = ticks
+        .last()
+        .unwrap()
+        .trim_end_matches(" ms")
+        .parse()
+        .unwrap();
+    assert!((150.0..=200.0).contains(&top), "{ticks:?}");
+}

@@ -21,7 +21,7 @@ pub enum Unit {
     Count,
     /// A loss value.
     Loss,
-    /// Milliseconds (a timed section per call).
+    /// Milliseconds (a timed section per call, a profiler step).
     Milliseconds,
     /// A gradient norm.
     Norm,

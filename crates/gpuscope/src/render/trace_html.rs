@@ -278,7 +278,7 @@ fn steps(page: &mut String, r: &RankReport) {
                 x: &x,
                 lines,
                 stacked: true,
-                unit: Unit::Count,
+                unit: Unit::Milliseconds,
                 markers: Vec::new(),
             },
             page,
