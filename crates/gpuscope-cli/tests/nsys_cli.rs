@@ -486,3 +486,60 @@ fn stats_of_a_report_exports_it_beside_itself_first() {
     assert_eq!(nsys.run(&["stats", &report]).status.code(), Some(0));
     assert_eq!(nsys.calls(), "");
 }
+
+/// The cells of the first row of the HTML table whose header row holds `first_header`:
+/// (class attribute, text).
+fn first_row(html: &str, first_header: &str) -> Vec<(String, String)> {
+    let table = html
+        .split("<table>")
+        .find(|t| t.contains(&format!(">{first_header}</th>")))
+        .unwrap_or_else(|| panic!("no table headed {first_header}"));
+    let row = table.split("<tr>").nth(2).expect("a data row");
+    row.split("<td")
+        .skip(1)
+        .map(|cell| {
+            let (open, rest) = cell.split_once('>').unwrap();
+            let class = open
+                .split("class=\"")
+                .nth(1)
+                .map_or("", |c| &c[..c.find('"').unwrap()]);
+            (
+                class.to_owned(),
+                rest[..rest.find("</td>").unwrap()].to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// nsys stats' tables name the row in their last column (the kernel, the API call), as
+/// `nsys stats` prints them. The HTML page marked the first column (Time %) as the name
+/// (left-aligned, wrapping) and right-aligned the names. Now the naming column is the
+/// name and every figure is right-aligned.
+#[test]
+fn stats_html_names_the_row_in_its_last_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("nsys.html");
+    let out = nsys([
+        OsStr::new("stats"),
+        export_path().as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("html"),
+        OsStr::new("-o"),
+        page.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    // The capture's one kernel, and its API summary's largest call (data: reference.json).
+    for (header, name) in [
+        ("Instances", "add_parallel("),
+        ("Num Calls", "cudaHostAlloc"),
+    ] {
+        let cells = first_row(&html, header);
+        let (last_class, last_text) = cells.last().unwrap();
+        assert!(last_text.starts_with(name), "{cells:?}");
+        assert_eq!(last_class, "name", "{cells:?}");
+        for (class, text) in &cells[..cells.len() - 1] {
+            assert_eq!(class, "num", "{text} in {cells:?}");
+        }
+    }
+}

@@ -14,7 +14,8 @@ border-bottom:1px solid #e4e4ea}td:first-child,th:first-child{text-align:left}\
 .ok{background:#e3f1e1}.advice li{margin:3px 0}.chart{display:block;max-width:100%;height:auto}\
 .tick{font-size:11px;fill:#555}.axis{font-size:11px;fill:#333}.legend{font-size:12px}\
 .marker-label{font-size:10px}.meta,.skipped{color:#666}td.name{max-width:460px;\
-overflow-wrap:anywhere}";
+overflow-wrap:anywhere}td.name,th.name{text-align:left}td.num,th.num{text-align:right}\
+td.num{white-space:nowrap}";
 
 /// Starts a page titled `title`, with `meta` (already escaped HTML) under the heading.
 pub fn page_start(title: &str, meta: &str) -> String {
@@ -48,6 +49,35 @@ pub fn table<S: AsRef<str>>(page: &mut String, header: &[&str], rows: &[Vec<S>])
         for (i, cell) in row.iter().enumerate() {
             let class = if i == 0 { " class=\"name\"" } else { "" };
             let _ = write!(page, "<td{class}>{}</td>", encode_text(cell.as_ref()));
+        }
+        page.push_str("</tr>");
+    }
+    page.push_str("</table>");
+}
+
+/// A table whose rows are named in column `name` (left-aligned, may wrap) and whose other
+/// columns are figures (right-aligned): nsys stats' tables, which name the row last.
+pub fn table_named_by<S: AsRef<str>>(
+    page: &mut String,
+    header: &[&str],
+    rows: &[Vec<S>],
+    name: usize,
+) {
+    let class = |i: usize| if i == name { "name" } else { "num" };
+    page.push_str("<table><tr>");
+    for (i, h) in header.iter().enumerate() {
+        let _ = write!(page, "<th class=\"{}\">{}</th>", class(i), encode_text(h));
+    }
+    page.push_str("</tr>");
+    for row in rows {
+        page.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            let _ = write!(
+                page,
+                "<td class=\"{}\">{}</td>",
+                class(i),
+                encode_text(cell.as_ref())
+            );
         }
         page.push_str("</tr>");
     }

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use html_escape::encode_text;
 
-use super::html::{page_end, page_start, table as html_table};
+use super::html::{page_end, page_start, table_named_by};
 use super::nsys::parts;
 use super::svg::{chart, Chart, Line};
 use crate::analysis::nsys::NsysReport;
@@ -29,7 +29,9 @@ pub fn html(r: &NsysReport, out: &mut dyn Write) -> io::Result<()> {
             Ok(t) => {
                 let _ = write!(page, "<p class=\"meta\">{}</p>", encode_text(&t.note));
                 let header: Vec<&str> = t.header.iter().map(String::as_str).collect();
-                html_table(&mut page, &header, &t.rows);
+                // nsys stats' order: the figures, then the name of the row.
+                let name = header.len().saturating_sub(1);
+                table_named_by(&mut page, &header, &t.rows, name);
             }
             Err(why) => {
                 let _ = write!(page, "<p class=\"skipped\">{}</p>", encode_text(&why));
