@@ -434,8 +434,9 @@ fn operators(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> 
         paragraph(
             out,
             "GPU ms ?: no GPU work of this trace carries an operator's External id (a \
-             sampled trace, or the launching thread was not recorded), so the GPU time each \
-             operator launched is not known.",
+             sampled trace, an older profiler that wrote correlation ids there, or the \
+             launching thread was not recorded), so the GPU time each operator launched is \
+             not known.",
             width,
         )?;
         writeln!(out)?;

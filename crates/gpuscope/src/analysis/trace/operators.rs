@@ -187,18 +187,26 @@ fn parents(trace: &Trace, ops: &[usize]) -> Vec<Option<usize>> {
 /// GPU time launched by each of `ops`: the GPU work with the operator's External id.
 /// `None` when the trace has GPU work but none of it has an operator's External id (a
 /// sampled trace, or one whose launching thread was not recorded): then every operator
-/// would seem to have launched nothing.
+/// would seem to have launched nothing. `None` too when every piece of GPU work carries
+/// its own correlation id as External id (older Kineto, the sampled traces, AlexNet's):
+/// those numbers are not operators' ids, and the operators whose ids they happen to
+/// equal (`aten::view`, `aten::detach`) did not launch that work.
 fn launched_gpu_time(trace: &Trace, ops: &[usize]) -> Option<Vec<i64>> {
     let e = &trace.events;
     let mut by_external: FxHashMap<i64, i64> = FxHashMap::default();
     let mut gpu_work = false;
+    let mut external_is_correlation = true;
     for i in 0..e.len() {
         if e.kind[i].is_gpu() {
             gpu_work = true;
             if e.external_id[i] != NONE {
+                external_is_correlation &= e.external_id[i] == e.correlation[i];
                 *by_external.entry(e.external_id[i]).or_default() += e.dur[i];
             }
         }
+    }
+    if gpu_work && external_is_correlation {
+        return None;
     }
     let launched: Vec<i64> = ops
         .iter()
