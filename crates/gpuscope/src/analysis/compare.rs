@@ -39,8 +39,9 @@ pub struct Difference {
     pub bytes: u64,
     /// The baseline's bytes at the end.
     pub baseline_bytes: u64,
-    /// Change against the baseline, percent.
-    pub change_percent: f64,
+    /// Change against the baseline, percent; `null` when the baseline had none of the
+    /// category (a relative change from nothing has no value).
+    pub change_percent: Option<f64>,
 }
 
 /// Runs compared with the first one.
@@ -92,22 +93,15 @@ pub fn compare(runs: &[(String, &[MemoryRecord])]) -> Option<Comparison> {
                 .copied()
                 .unwrap_or(0);
             let diff = bytes.abs_diff(base);
-            let change = if base == 0 {
-                if bytes == 0 {
-                    0.0
-                } else {
-                    100.0
-                }
-            } else {
-                percent(diff, base)
-            };
-            if diff >= DIFFER_BYTES && change >= DIFFER_PERCENT {
+            // From nothing, any growth of DIFFER_BYTES or more differs.
+            let change = (base > 0).then(|| percent(diff, base));
+            if diff >= DIFFER_BYTES && change.is_none_or(|c| c >= DIFFER_PERCENT) {
                 differences.push(Difference {
                     category: category.clone(),
                     run: other.label.clone(),
                     bytes,
                     baseline_bytes: base,
-                    change_percent: if bytes >= base { change } else { -change },
+                    change_percent: change.map(|c| if bytes >= base { c } else { -c }),
                 });
             }
         }
@@ -148,7 +142,24 @@ mod tests {
         assert_eq!(c.differences.len(), 1, "{:?}", c.differences);
         let d = &c.differences[0];
         assert_eq!((d.category.as_str(), d.run.as_str()), ("activations", "b"));
-        assert!((d.change_percent - 233.33).abs() < 0.01);
+        assert!((d.change_percent.unwrap() - 233.33).abs() < 0.01);
         assert!(compare(&[("a".into(), &a[..])]).is_none());
+    }
+
+    /// A category the baseline did not have: 0 → 34 MB was reported as +100 %, as if the
+    /// baseline had held 17 MB. A change from nothing has no percentage.
+    #[test]
+    fn a_category_new_against_the_baseline_has_no_percentage() {
+        const MIB: u64 = 1 << 20;
+        let a = [record(100 * MIB, 0)];
+        let b = [record(100 * MIB, 34 * MIB)];
+        let c = compare(&[("a".into(), &a[..]), ("b".into(), &b[..])]).unwrap();
+        assert_eq!(c.differences.len(), 1, "{:?}", c.differences);
+        let d = &c.differences[0];
+        assert_eq!(
+            (d.category.as_str(), d.bytes, d.baseline_bytes),
+            ("activations", 34 * MIB, 0)
+        );
+        assert_eq!(d.change_percent, None);
     }
 }

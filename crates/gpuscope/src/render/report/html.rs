@@ -448,12 +448,12 @@ fn comparison_section(page: &mut String, c: &Comparison) {
         for d in &c.differences {
             let _ = write!(
                 page,
-                "<li>{}: {} {} vs {} ({:+.0}%)</li>",
+                "<li>{}: {} {} vs {} ({})</li>",
                 text(&d.run),
                 text(&d.category),
                 mb_text(d.bytes),
                 mb_text(d.baseline_bytes),
-                d.change_percent
+                super::text::change_text(d.change_percent)
             );
         }
         page.push_str("</ul>");

@@ -161,6 +161,11 @@ fn spread(out: &mut dyn Write, s: &RankSpread) -> io::Result<()> {
     writeln!(out)
 }
 
+/// A difference's change: `+531%`, or `new` when the baseline had none of the category.
+pub(crate) fn change_text(change_percent: Option<f64>) -> String {
+    change_percent.map_or_else(|| "new".to_owned(), |c| format!("{c:+.0}%"))
+}
+
 fn compared(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
     writeln!(out, "{RULE}")?;
     writeln!(out, "COMPARISON (against {})", c.runs[0].label)?;
@@ -191,12 +196,12 @@ fn compared(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
     for d in &c.differences {
         writeln!(
             out,
-            "  {}: {} {:.1} MB vs {:.1} MB ({:+.0}%)",
+            "  {}: {} {:.1} MB vs {:.1} MB ({})",
             d.run,
             d.category,
             mb(d.bytes),
             mb(d.baseline_bytes),
-            d.change_percent
+            change_text(d.change_percent)
         )?;
     }
     Ok(())
