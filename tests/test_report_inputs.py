@@ -646,6 +646,23 @@ def test_text_report_fits_80_columns(profiled: dict[str, ProfiledRun]) -> None:
             assert wide == []
 
 
+def test_cpu_activations_are_called_an_estimate_and_small_ones_advise_nothing(
+    profiled: dict[str, ProfiledRun], oom_run: tuple[Path, list[dict[str, Any]]]
+) -> None:
+    """On CPU, activations are the C heap beyond the census: the report says so, and a few
+    MB of it (the clean loop's) is no case for gradient checkpointing."""
+    note = "CPU run: activations are the C heap beyond the counted tensors"
+    for run in profiled.values():
+        assert note in " ".join(run.jsonl_text.split())
+        end = run.jsonl_records[-1]["categories_bytes"]["activations"]
+        figures = [a["figure"] for a in run.jsonl["runs"][0]["advice"]]
+        assert ("activations_share_percent" in figures) == (end >= 256 * MB), (end, figures)
+    clean = profiled["clean"].jsonl_records[-1]["categories_bytes"]["activations"]
+    assert clean < 256 * MB
+    run_dir, _ = oom_run
+    assert note not in " ".join(report_text(run_dir).split())
+
+
 def test_text_report_of_a_cuda_run_fits_80_columns(
     oom_run: tuple[Path, list[dict[str, Any]]],
 ) -> None:

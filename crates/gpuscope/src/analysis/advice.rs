@@ -8,6 +8,10 @@ use crate::model::memory::{percent, MemoryRecord};
 
 /// Activations above this share of the categories call for checkpointing.
 pub const ACTIVATIONS_DOMINATE_PERCENT: f64 = 50.0;
+/// On CPU, activations are the C heap beyond the counted tensors: a library's own buffers
+/// (torch.profiler's, a data loader's) move it by tens of MB, so below this it is no
+/// reason to checkpoint.
+pub const CPU_ACTIVATIONS_MIN_BYTES: u64 = 256 << 20;
 /// float32 above this share of a GPU run's tensors calls for mixed precision.
 pub const FLOAT32_PERCENT: f64 = 90.0;
 /// The seed's fragmentation levels: below 10 % low, 10–30 % normal (for Gaussian
@@ -56,9 +60,12 @@ pub fn fragmentation(last: &MemoryRecord) -> Option<Fragmentation> {
 pub fn advise(last: &MemoryRecord) -> Vec<Advice> {
     let mut out = Vec::new();
     let categories = &last.categories_bytes;
+    let on_gpu = last.allocator.is_some() || last.device.starts_with("cuda");
     if let Some(activations) = categories.activations {
         let share = percent(activations, categories.total());
-        if share > ACTIVATIONS_DOMINATE_PERCENT {
+        if share > ACTIVATIONS_DOMINATE_PERCENT
+            && (on_gpu || activations >= CPU_ACTIVATIONS_MIN_BYTES)
+        {
             out.push(Advice {
                 figure: "activations_share_percent".into(),
                 value: share,
@@ -68,7 +75,6 @@ pub fn advise(last: &MemoryRecord) -> Vec<Advice> {
             });
         }
     }
-    let on_gpu = last.allocator.is_some() || last.device.starts_with("cuda");
     let dtype_total: u64 = last.dtypes_bytes.values().sum();
     if let Some(&float32) = last.dtypes_bytes.get("float32") {
         let share = percent(float32, dtype_total);
@@ -151,6 +157,27 @@ mod tests {
         assert_eq!(advice[1].value, 99.0);
         assert_eq!(advice[2].value, 50.0);
         assert!(advice[2].advice.contains("expandable_segments"));
+    }
+
+    /// A CPU run's activations are its heap beyond the census: 7 MB of it (what
+    /// torch.profiler's buffers add) is no case for checkpointing, 1 GiB is.
+    #[test]
+    fn on_cpu_checkpointing_needs_activations_worth_it() {
+        let cpu = |activations: u64| MemoryRecord {
+            device: "cpu".into(),
+            allocator: None,
+            ..last(activations, 100, 0, 0)
+        };
+        assert!(figures(&advise(&cpu(7 << 20))).is_empty());
+        assert_eq!(
+            figures(&advise(&cpu(1 << 30))),
+            ["activations_share_percent"]
+        );
+        // On a GPU the share alone decides, as before.
+        assert_eq!(
+            figures(&advise(&last(300, 50, 100, 100)))[0],
+            "activations_share_percent"
+        );
     }
 
     #[test]

@@ -81,6 +81,15 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
         )?;
         writeln!(out)?;
         shares(out, "Tensor Categories (at end):", &b.categories_bytes)?;
+        if b.allocated_bytes.is_none() && b.categories_bytes.contains_key("activations") {
+            // No allocator on CPU: the figure is an estimate, and says what it counts.
+            paragraph(
+                out,
+                "  (CPU run: activations are the C heap beyond the counted tensors, above \
+                 its lowest point in the run; other libraries' heap growth counts too)",
+                width,
+            )?;
+        }
         writeln!(out)?;
         shares(out, "Data Types (at end):", &b.dtypes_bytes)?;
         writeln!(out)?;
