@@ -221,8 +221,7 @@ pub struct SnapshotArgs {
     /// blocks (repeatable)
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub request: Vec<u64>,
-    /// Compare with this snapshot instead: bytes alive by call site, what grew (text or
-    /// JSON)
+    /// Compare with this snapshot instead: bytes alive by call site, what grew
     #[arg(long, value_name = "SNAPSHOT")]
     pub diff: Option<PathBuf>,
 }

@@ -13,9 +13,6 @@ use crate::args::{ReportFormat, SnapshotArgs};
 use crate::{output, Failure};
 
 pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
-    if args.diff.is_some() && matches!(args.format, ReportFormat::Html) {
-        return Err(output::no_html_diff());
-    }
     output::not_an_input(
         args.output.as_deref(),
         &[Some(&args.path), args.diff.as_deref()],
@@ -28,7 +25,7 @@ pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
         match args.format {
             ReportFormat::Text => render::diff_text(&args.path, other, &d, width, &mut out)?,
             ReportFormat::Json => render::diff_json(&args.path, other, &d, &mut out)?,
-            ReportFormat::Html => unreachable!("refused above"),
+            ReportFormat::Html => snapshot_html::diff_html(&args.path, other, &d, &mut out)?,
         }
         out.flush()?;
         return Ok(());

@@ -1,21 +1,90 @@
 //! `gpuscope snapshot --format html`: one self-contained page — the state at the dump,
 //! the memory timeline stacked by call site with the peak marked, what was alive at the
 //! peak and at the dump, leak candidates, churn, OOMs, fragmentation and a map of the
-//! largest segments' blocks. Inline SVG, no script, nothing fetched.
+//! largest segments' blocks; and the page of `--diff`, two snapshots by call site. Inline
+//! SVG, no script, nothing fetched.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
+use std::path::Path;
 
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 
-use super::bytes;
 use super::html::{page_end, page_start, table};
 use super::svg::{chart, Chart, Line, Marker};
+use super::{bytes, signed_bytes};
+use crate::analysis::snapshot::diff::SnapshotDiff;
 use crate::analysis::snapshot::report::SegmentLayout;
 use crate::analysis::snapshot::sites::SiteBytes;
 use crate::analysis::snapshot::SnapshotReport;
 use crate::analysis::timeline::Unit;
 use crate::model::snapshot::BlockState;
+
+/// Writes the page of `gpuscope snapshot A --diff B`: the sums of both, then every call
+/// site whose bytes changed, growth first (the text shows the first 20).
+pub fn diff_html(a: &Path, b: &Path, d: &SnapshotDiff, out: &mut dyn Write) -> io::Result<()> {
+    let meta = format!(
+        "A: {} · B: {}",
+        text(&a.display().to_string()),
+        text(&b.display().to_string())
+    );
+    let mut page = page_start("gpuscope snapshot diff", &meta);
+    let sums = [
+        (
+            "segments",
+            d.before.segments.to_string(),
+            d.after.segments.to_string(),
+            format!("{:+}", d.after.segments as i64 - d.before.segments as i64),
+        ),
+        (
+            "reserved",
+            bytes(d.before.reserved_bytes),
+            bytes(d.after.reserved_bytes),
+            signed_bytes(d.after.reserved_bytes as i64 - d.before.reserved_bytes as i64),
+        ),
+        (
+            "allocated",
+            bytes(d.before.allocated_bytes),
+            bytes(d.after.allocated_bytes),
+            signed_bytes(d.after.allocated_bytes as i64 - d.before.allocated_bytes as i64),
+        ),
+    ];
+    let rows: Vec<Vec<String>> = sums
+        .into_iter()
+        .map(|(what, x, y, change)| vec![what.to_owned(), x, y, change])
+        .collect();
+    table(&mut page, &["", "A", "B", "B − A"], &rows);
+    page.push_str("<h2>Call sites that changed, growth first</h2>");
+    if d.changed.is_empty() {
+        page.push_str("<p>The same bytes at every call site.</p>");
+    } else {
+        let rows: Vec<Vec<String>> = d
+            .changed
+            .iter()
+            .map(|c| {
+                vec![
+                    c.site.clone(),
+                    bytes(c.before_bytes),
+                    bytes(c.after_bytes),
+                    signed_bytes(c.delta_bytes),
+                    format!("{} → {}", c.before_count, c.after_count),
+                ]
+            })
+            .collect();
+        table(
+            &mut page,
+            &["call site", "A", "B", "B − A", "allocations"],
+            &rows,
+        );
+    }
+    let _ = write!(
+        page,
+        "<p class=\"meta\">{} call sites with the same bytes in both.</p>",
+        d.unchanged_sites
+    );
+    page_end(&mut page);
+    out.write_all(page.as_bytes())
+}
 
 /// Writes the page.
 pub fn html(r: &SnapshotReport, out: &mut dyn Write) -> io::Result<()> {
