@@ -48,6 +48,21 @@ where
     nsys_with_path(None, args)
 }
 
+/// `gpuscope nsys stats EXPORT --format html` written into `dir`: the page.
+fn stats_html(export: &Path, dir: &Path) -> String {
+    let page = dir.join("nsys.html");
+    let out = nsys([
+        OsStr::new("stats"),
+        export.as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("html"),
+        OsStr::new("-o"),
+        page.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    std::fs::read_to_string(&page).unwrap()
+}
+
 /// Exit 2 with exactly one `error:` line that contains `what`.
 fn assert_one_error_line(out: &Output, what: &str) {
     let err = stderr_of(out);
@@ -139,17 +154,7 @@ fn stats_html_is_one_self_contained_page_with_names_escaped() {
     let copy = dir.path().join("evil.sqlite");
     std::fs::copy(export_path(), &copy).unwrap();
     plant_html_in_kernel_name(&copy);
-    let page = dir.path().join("nsys.html");
-    let out = nsys([
-        OsStr::new("stats"),
-        copy.as_os_str(),
-        OsStr::new("--format"),
-        OsStr::new("html"),
-        OsStr::new("-o"),
-        page.as_os_str(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = stats_html(&copy, dir.path());
     assert!(html.starts_with("<!doctype html>"));
     assert!(html.contains("CUDA GPU Kernel Summary"));
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -518,17 +523,7 @@ fn first_row(html: &str, first_header: &str) -> Vec<(String, String)> {
 #[test]
 fn stats_html_names_the_row_in_its_last_column() {
     let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("nsys.html");
-    let out = nsys([
-        OsStr::new("stats"),
-        export_path().as_os_str(),
-        OsStr::new("--format"),
-        OsStr::new("html"),
-        OsStr::new("-o"),
-        page.as_os_str(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = stats_html(&export_path(), dir.path());
     // The capture's one kernel, and its API summary's largest call (data: reference.json).
     for (header, name) in [
         ("Instances", "add_parallel("),

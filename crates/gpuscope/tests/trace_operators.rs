@@ -13,6 +13,15 @@ use gpuscope::trace::read_trace;
 
 use common::TRACES;
 
+/// The shared trace `name`, read.
+fn shared_trace(name: &str) -> gpuscope::model::trace::Trace {
+    read_trace(
+        &common::shared_data(&format!("traces/{name}")),
+        &mut |_, _| {},
+    )
+    .unwrap()
+}
+
 /// Whether the trace links GPU work to operators: it has no GPU work, or some of it has
 /// the External id of a CPU operator or user annotation. GPU work whose External id is
 /// its own correlation id (older Kineto) carries no operator's id, whatever operator
@@ -54,11 +63,7 @@ fn linked(name: &str) -> bool {
 fn launched_gpu_time_is_known_exactly_when_the_trace_links_it() {
     let mut unknown = 0;
     for name in TRACES {
-        let trace = read_trace(
-            &common::shared_data(&format!("traces/{name}")),
-            &mut |_, _| {},
-        )
-        .unwrap();
+        let trace = shared_trace(name);
         let o = operators(&trace, usize::MAX);
         assert!(!o.by_self_time.is_empty(), "{name}");
         let known = linked(name);
@@ -154,11 +159,7 @@ fn launching_operators(name: &str) -> HashSet<String> {
 #[test]
 fn only_operators_that_launched_gpu_work_are_credited_with_it() {
     for name in TRACES {
-        let trace = read_trace(
-            &common::shared_data(&format!("traces/{name}")),
-            &mut |_, _| {},
-        )
-        .unwrap();
+        let trace = shared_trace(name);
         let o = operators(&trace, usize::MAX);
         let launching = launching_operators(name);
         for s in &o.by_gpu_time {
