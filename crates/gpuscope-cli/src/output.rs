@@ -39,14 +39,6 @@ pub fn not_an_input(output: Option<&Path>, inputs: &[Option<&Path>]) -> Result<(
     Ok(())
 }
 
-/// Refuses `--diff` with `--format html`: a comparison is written as text or JSON only,
-/// and JSON in a `.html` file is not the page that was asked for.
-pub fn no_html_diff() -> Failure {
-    Failure::Usage(
-        "--diff has no HTML page: use --format text or --format json for the comparison".to_owned(),
-    )
-}
-
 /// Columns available for text: the terminal's width, or 80 when not writing to one.
 pub fn text_width() -> u16 {
     if io::stdout().is_terminal() {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use assert_cmd::Command;
-use common::one_error_line;
+use common::{one_error_line, stderr_of};
 
 mod common;
 
@@ -86,11 +86,7 @@ fn a_snapshot_diff_in_html_lists_every_changed_site() {
             .arg(to)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", stderr_of(&out));
         std::fs::read_to_string(to).unwrap()
     };
     let json: serde_json::Value =

@@ -81,20 +81,17 @@ fn number(value: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
     })
 }
 
-/// The most equal-width buckets a histogram may have. Every bucket is stored (16 bytes
-/// each, in every record), TensorBoard re-bins to about 30 to draw them, and TensorFlow's
-/// default buckets are about 1,500; `bins=10**8` would take gigabytes before writing.
-pub const MAX_BINS: usize = 10_000;
-
-/// `add_histogram`'s `bins` (1 to [`MAX_BINS`]) or `max_bins` (1 or more) as a number.
+/// `add_histogram`'s `bins` (1 to [`Histogram::MAX_EQUAL_BUCKETS`]) or `max_bins` (1 or
+/// more) as a number.
 fn positive_bins(value: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
     let error = |why: &str| {
         let shown = value.repr().map_or_else(|_| "?".into(), |r| r.to_string());
         PyValueError::new_err(format!("{name}={shown}: {why}"))
     };
-    if name == "bins" && value.gt(MAX_BINS).unwrap_or(false) {
+    const MAX: usize = Histogram::MAX_EQUAL_BUCKETS;
+    if name == "bins" && value.gt(MAX).unwrap_or(false) {
         return Err(error(&format!(
-            "at most {MAX_BINS} equal-width buckets (each one is stored in every record; \
+            "at most {MAX} equal-width buckets (each one is stored in every record; \
              TensorBoard draws about 30); give fewer"
         )));
     }
@@ -105,26 +102,6 @@ fn positive_bins(value: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
         )),
         _ => Err(error("expected a positive number of buckets")),
     }
-}
-
-/// Merges adjacent buckets, in equal groups, until `histogram` has at most `max_bins`
-/// (a merged bucket keeps the upper edge of its last one, as TensorBoard's buckets are
-/// `(previous edge, edge]`).
-fn merge_buckets(histogram: &mut Histogram, max_bins: usize) {
-    let group = histogram.bucket.len().div_ceil(max_bins);
-    if group <= 1 {
-        return;
-    }
-    histogram.bucket = histogram
-        .bucket
-        .chunks(group)
-        .map(|c| c.iter().sum())
-        .collect();
-    histogram.bucket_limit = histogram
-        .bucket_limit
-        .chunks(group)
-        .filter_map(|c| c.last().copied())
-        .collect();
 }
 
 /// One chart of SummaryWriter's layout dict: `["Multiline", [regex, ...]]` or
@@ -258,8 +235,9 @@ impl PyEventWriter {
     }
 
     /// Histogram of a flat list of floats (the Python class converts tensors and arrays);
-    /// `bins` is a number of equal-width buckets (at most [`MAX_BINS`]) or `"tensorflow"`
-    /// (the default); with `max_bins`, adjacent buckets are merged down to at most that many.
+    /// `bins` is a number of equal-width buckets (at most
+    /// [`Histogram::MAX_EQUAL_BUCKETS`]) or `"tensorflow"` (the default); with `max_bins`,
+    /// adjacent buckets are merged down to at most that many.
     #[pyo3(signature = (tag, values, global_step=None, bins=None, walltime=None, max_bins=None))]
     fn _add_histogram_values(
         &self,
@@ -277,7 +255,7 @@ impl PyEventWriter {
             _ => Histogram::from_values_with_limits(&values, &tensorflow_bucket_limits()),
         };
         if let Some(max_bins) = max_bins {
-            merge_buckets(&mut histogram, max_bins);
+            histogram.merge_buckets(max_bins);
         }
         self.writer()?
             .add_histogram(tag, &histogram, global_step.unwrap_or(0), walltime)
@@ -465,6 +443,6 @@ fn read_events<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEventWriter>()?;
-    m.add("MAX_HISTOGRAM_BINS", MAX_BINS)?;
+    m.add("MAX_HISTOGRAM_BINS", Histogram::MAX_EQUAL_BUCKETS)?;
     m.add_function(wrap_pyfunction!(read_events, m)?)
 }

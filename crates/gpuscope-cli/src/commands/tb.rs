@@ -21,24 +21,14 @@ pub fn run(args: TbArgs) -> Result<(), Failure> {
     };
     output::not_an_input(args.output.as_deref(), &[Some(&args.path)])?;
     let mut data = load_log_dir(&args.path, &options, &mut output::progress("reading"))?;
+    if let Some(why) = render::no_file_has_records(&args.path, &data.files) {
+        return Err(Failure::Usage(why));
+    }
     let empty: Vec<String> = data
         .files
         .iter()
         .filter_map(render::empty_file_warning)
         .collect();
-    if !data.files.is_empty() && empty.len() == data.files.len() {
-        // Like a directory without event files: nothing here can be read.
-        let what = match data.files.as_slice() {
-            [f] if f.path == args.path => "the event file holds no records".to_owned(),
-            [f] => format!("its one event file, {}, holds no records", f.path.display()),
-            files => format!("none of its {} event files holds a record", files.len()),
-        };
-        return Err(Failure::Usage(format!(
-            "{}: {what} (empty, or cut inside the first record: a writer that has not \
-             flushed yet, or was killed)",
-            args.path.display()
-        )));
-    }
     if !args.tag.is_empty() {
         if let Some(wanted) = data.select_tags(&args.tag).first() {
             return Err(Failure::Usage(format!(

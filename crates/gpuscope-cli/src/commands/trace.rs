@@ -23,9 +23,18 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
     } else {
         (Clock::Exact, "exact")
     };
-    if args.diff.is_some() && matches!(args.format, TraceFormat::Html) {
-        return Err(output::no_html_diff());
-    }
+    // A comparison is text or JSON; asked for HTML it is refused before anything is read
+    // (JSON in a `.html` file is not the page that was asked for).
+    let diff_in_json = match (&args.diff, args.format) {
+        (Some(_), TraceFormat::Html) => {
+            return Err(Failure::Usage(
+                "trace --diff has no HTML page: use --format text or --format json for the \
+                 comparison"
+                    .to_owned(),
+            ))
+        }
+        (_, format) => matches!(format, TraceFormat::Json),
+    };
     output::not_an_input(
         args.output.as_deref(),
         &[Some(&args.path), args.diff.as_deref()],
@@ -53,12 +62,10 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
             (&a.trace, &scope(&a.trace, clock)),
             (&b.trace, &scope(&b.trace, clock)),
         );
-        match args.format {
-            TraceFormat::Text => {
-                render::diff_text(&a.path, &b.path, &d, output::text_width(), &mut out)?
-            }
-            TraceFormat::Json => render::diff_json(&a.path, &b.path, &d, &mut out)?,
-            TraceFormat::Html => unreachable!("refused above"),
+        if diff_in_json {
+            render::diff_json(&a.path, &b.path, &d, &mut out)?;
+        } else {
+            render::diff_text(&a.path, &b.path, &d, output::text_width(), &mut out)?;
         }
         out.flush()?;
         return Ok(());

@@ -8,9 +8,9 @@ use crate::model::memory::{percent, MemoryRecord};
 
 /// Activations above this share of the categories call for checkpointing.
 pub const ACTIVATIONS_DOMINATE_PERCENT: f64 = 50.0;
-/// On CPU, activations are the C heap beyond the counted tensors: a library's own buffers
-/// (torch.profiler's, a data loader's) move it by tens of MB, so below this it is no
-/// reason to checkpoint.
+/// On CPU, activations are the C heap beyond the counted tensors, which a library's own
+/// buffers move too (torch.profiler's added 7 MB to the demo's clean run, all of its
+/// "activations"): below this it is no reason to checkpoint.
 pub const CPU_ACTIVATIONS_MIN_BYTES: u64 = 256 << 20;
 /// float32 above this share of a GPU run's tensors calls for mixed precision.
 pub const FLOAT32_PERCENT: f64 = 90.0;

@@ -95,6 +95,12 @@ pub struct Histogram {
 }
 
 impl Histogram {
+    /// The most equal-width buckets a writer should ask [`Histogram::from_values`] for.
+    /// Every bucket is stored (16 bytes each, in every record) while TensorBoard re-bins to
+    /// about 30 to draw them, and TensorFlow's default edges are about 1,500: `10**8`
+    /// buckets would take gigabytes before anything is written.
+    pub const MAX_EQUAL_BUCKETS: usize = 10_000;
+
     /// Builds a histogram of `values` with `bins` equal-width buckets (at least one).
     /// Non-finite values are left out.
     pub fn from_values(values: &[f64], bins: usize) -> Histogram {
@@ -140,6 +146,22 @@ impl Histogram {
 }
 
 impl Histogram {
+    /// Merges adjacent buckets, in equal groups, until there are at most `max_buckets`
+    /// (SummaryWriter's `max_bins`); a merged bucket keeps the upper edge of its last one,
+    /// as buckets are `(previous edge, edge]`.
+    pub fn merge_buckets(&mut self, max_buckets: usize) {
+        let group = self.bucket.len().div_ceil(max_buckets.max(1));
+        if group <= 1 {
+            return;
+        }
+        self.bucket = self.bucket.chunks(group).map(|c| c.iter().sum()).collect();
+        self.bucket_limit = self
+            .bucket_limit
+            .chunks(group)
+            .filter_map(|c| c.last().copied())
+            .collect();
+    }
+
     /// Builds a histogram of `values` over fixed bucket upper edges `limits` (ascending):
     /// bucket `i` counts values in `(limits[i-1], limits[i]]`, values above the last edge
     /// fall in the last bucket. Empty buckets at both ends are left out, as TensorBoard

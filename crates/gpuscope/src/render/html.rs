@@ -39,20 +39,8 @@ pub fn page_end(page: &mut String) {
 
 /// A table with a header row; every cell is escaped, the first column may wrap.
 pub fn table<S: AsRef<str>>(page: &mut String, header: &[&str], rows: &[Vec<S>]) {
-    page.push_str("<table><tr>");
-    for h in header {
-        let _ = write!(page, "<th>{}</th>", encode_text(h));
-    }
-    page.push_str("</tr>");
-    for row in rows {
-        page.push_str("<tr>");
-        for (i, cell) in row.iter().enumerate() {
-            let class = if i == 0 { " class=\"name\"" } else { "" };
-            let _ = write!(page, "<td{class}>{}</td>", encode_text(cell.as_ref()));
-        }
-        page.push_str("</tr>");
-    }
-    page.push_str("</table>");
+    let first = |i: usize| (i == 0).then_some("name");
+    classed_table(page, header, rows, |_| None, first);
 }
 
 /// A table whose rows are named in column `name` (left-aligned, may wrap) and whose other
@@ -63,10 +51,23 @@ pub fn table_named_by<S: AsRef<str>>(
     rows: &[Vec<S>],
     name: usize,
 ) {
-    let class = |i: usize| if i == name { "name" } else { "num" };
+    let class = |i: usize| Some(if i == name { "name" } else { "num" });
+    classed_table(page, header, rows, class, class);
+}
+
+/// A table whose header cells and body cells of column `i` get the classes `th(i)` and
+/// `td(i)`; every cell is escaped.
+fn classed_table<S: AsRef<str>>(
+    page: &mut String,
+    header: &[&str],
+    rows: &[Vec<S>],
+    th: impl Fn(usize) -> Option<&'static str>,
+    td: impl Fn(usize) -> Option<&'static str>,
+) {
+    let class = |c: Option<&str>| c.map(|c| format!(" class=\"{c}\"")).unwrap_or_default();
     page.push_str("<table><tr>");
     for (i, h) in header.iter().enumerate() {
-        let _ = write!(page, "<th class=\"{}\">{}</th>", class(i), encode_text(h));
+        let _ = write!(page, "<th{}>{}</th>", class(th(i)), encode_text(h));
     }
     page.push_str("</tr>");
     for row in rows {
@@ -74,8 +75,8 @@ pub fn table_named_by<S: AsRef<str>>(
         for (i, cell) in row.iter().enumerate() {
             let _ = write!(
                 page,
-                "<td class=\"{}\">{}</td>",
-                class(i),
+                "<td{}>{}</td>",
+                class(td(i)),
                 encode_text(cell.as_ref())
             );
         }

@@ -313,6 +313,31 @@ pub fn diff_json(a: &Path, b: &Path, diff: &SnapshotDiff, out: &mut dyn Write) -
 /// Sites listed in the text diff.
 const DIFF_ROWS: usize = 20;
 
+/// The sums of a diff's two snapshots, a row each: what, A, B, B − A (for the text and
+/// the HTML page).
+pub(crate) fn diff_sums(d: &SnapshotDiff) -> Vec<Vec<String>> {
+    [
+        ("segments", d.before.segments, d.after.segments),
+        ("reserved", d.before.reserved_bytes, d.after.reserved_bytes),
+        (
+            "allocated",
+            d.before.allocated_bytes,
+            d.after.allocated_bytes,
+        ),
+    ]
+    .into_iter()
+    .map(|(what, x, y)| {
+        let change = y as i64 - x as i64;
+        let (fx, fy, fd) = if what == "segments" {
+            (x.to_string(), y.to_string(), format!("{change:+}"))
+        } else {
+            (bytes(x), bytes(y), signed_bytes(change))
+        };
+        vec![what.to_owned(), fx, fy, fd]
+    })
+    .collect()
+}
+
 /// How snapshot `b` differs from `a`, as text.
 pub fn diff_text(
     a: &Path,
@@ -325,25 +350,8 @@ pub fn diff_text(
     writeln!(out, "B: {}", b.display())?;
     let mut t = table(width);
     t.set_header(vec!["", "A", "B", "B − A"]);
-    for (what, x, y) in [
-        ("segments", d.before.segments, d.after.segments),
-        ("reserved", d.before.reserved_bytes, d.after.reserved_bytes),
-        (
-            "allocated",
-            d.before.allocated_bytes,
-            d.after.allocated_bytes,
-        ),
-    ] {
-        let (fx, fy, fd) = if what == "segments" {
-            (
-                x.to_string(),
-                y.to_string(),
-                format!("{:+}", y as i64 - x as i64),
-            )
-        } else {
-            (bytes(x), bytes(y), signed_bytes(y as i64 - x as i64))
-        };
-        t.add_row(vec![what.to_owned(), fx, fy, fd]);
+    for row in diff_sums(d) {
+        t.add_row(row);
     }
     right_align(&mut t, &[1, 2, 3]);
     write_table(out, &t)?;

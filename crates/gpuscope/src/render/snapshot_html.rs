@@ -11,6 +11,7 @@ use std::path::Path;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 
 use super::html::{page_end, page_start, table};
+use super::snapshot::diff_sums;
 use super::svg::{chart, Chart, Line, Marker};
 use super::{bytes, signed_bytes};
 use crate::analysis::snapshot::diff::SnapshotDiff;
@@ -29,31 +30,7 @@ pub fn diff_html(a: &Path, b: &Path, d: &SnapshotDiff, out: &mut dyn Write) -> i
         text(&b.display().to_string())
     );
     let mut page = page_start("gpuscope snapshot diff", &meta);
-    let sums = [
-        (
-            "segments",
-            d.before.segments.to_string(),
-            d.after.segments.to_string(),
-            format!("{:+}", d.after.segments as i64 - d.before.segments as i64),
-        ),
-        (
-            "reserved",
-            bytes(d.before.reserved_bytes),
-            bytes(d.after.reserved_bytes),
-            signed_bytes(d.after.reserved_bytes as i64 - d.before.reserved_bytes as i64),
-        ),
-        (
-            "allocated",
-            bytes(d.before.allocated_bytes),
-            bytes(d.after.allocated_bytes),
-            signed_bytes(d.after.allocated_bytes as i64 - d.before.allocated_bytes as i64),
-        ),
-    ];
-    let rows: Vec<Vec<String>> = sums
-        .into_iter()
-        .map(|(what, x, y, change)| vec![what.to_owned(), x, y, change])
-        .collect();
-    table(&mut page, &["", "A", "B", "B − A"], &rows);
+    table(&mut page, &["", "A", "B", "B − A"], &diff_sums(d));
     page.push_str("<h2>Call sites that changed, growth first</h2>");
     if d.changed.is_empty() {
         page.push_str("<p>The same bytes at every call site.</p>");

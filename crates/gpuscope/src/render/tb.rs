@@ -147,6 +147,24 @@ pub fn empty_file_warning(f: &FileSummary) -> Option<String> {
     ))
 }
 
+/// Why nothing at `path` can be read, when it has event files and none of them gave a
+/// record (as for a directory without event files, the command then fails).
+pub fn no_file_has_records(path: &std::path::Path, files: &[FileSummary]) -> Option<String> {
+    if files.is_empty() || files.iter().any(|f| empty_file_warning(f).is_none()) {
+        return None;
+    }
+    let what = match files {
+        [f] if f.path == path => "the event file holds no records".to_owned(),
+        [f] => format!("its one event file, {}, holds no records", f.path.display()),
+        files => format!("none of its {} event files holds a record", files.len()),
+    };
+    Some(format!(
+        "{}: {what} (empty, or cut inside the first record: a writer that has not flushed \
+         yet, or was killed)",
+        path.display()
+    ))
+}
+
 /// The tag table. Every tag is printed whole, so that it can be copied into `--tag`: a tag
 /// too long for the room the other columns leave in `width` (or holding a line break) goes
 /// on a line of its own, at the tag column, with the rest of its row on the next line.
