@@ -1305,6 +1305,7 @@ def test_a_snapshot_without_a_trace(tmp_path: Path, traces: str) -> None:
     assert doc["now"]["bytes"] == active_at_end(data, 0)
     text = snapshot_text(path)
     assert re.search(r"\bno (allocator )?trace\b", text, re.IGNORECASE), text
+    assert "asked for" not in text, "no trace, no peak table to compare with"
 
 
 def fragmented_snapshot() -> dict[str, Any]:
@@ -1428,6 +1429,21 @@ def test_text_fits_80_columns(name: str) -> None:
     wide = [line for line in text.splitlines() if len(line) > 80]
     assert wide == [], wide[:5]
     assert str(SNAPSHOTS / name) in text or name in text
+
+
+def test_text_says_why_a_site_differs_between_the_peak_and_the_dump(
+    real_json: dict[str, Doc],
+) -> None:
+    """The trace counts requested bytes and the dump rounded blocks: on the real snapshot a
+    site alive at both shows two sizes, and the text says why, once, after the dump."""
+    doc = real_json["lm_fullstep_ctx128.pickle"]
+    peak, now = listed(doc["peak"]["by_site"]), listed(doc["now"]["by_site"])
+    assert any(peak[s][0] != now[s][0] for s in peak.keys() & now.keys())
+    text = snapshot_text(SNAPSHOTS / "lm_fullstep_ctx128.pickle")
+    flat = " ".join(text.split())
+    why = "the trace records the bytes each allocation asked for, the dump the allocator's"
+    assert flat.count(why) == 1, flat
+    assert flat.index("Alive at the dump") < flat.index(why) < flat.index("Never freed")
 
 
 def test_text_with_long_paths_fits_80_columns(tmp_path: Path) -> None:

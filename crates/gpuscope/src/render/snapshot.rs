@@ -15,6 +15,13 @@ use crate::analysis::snapshot::SnapshotReport;
 /// JSON schema name and version of [`diff_json`]'s output.
 pub const DIFF_SCHEMA: &str = "gpuscope.snapshot-diff/1";
 
+/// Said under the dump's sites when the peak's are shown too: the two count different
+/// sizes (torch's trace records the bytes asked for, its blocks the rounded bytes), so a
+/// site's bytes may differ between the tables while nothing changed.
+pub const SIZES_DIFFER: &str = "Sizes: the trace records the bytes each allocation asked \
+    for, the dump the allocator's blocks, rounded up (to 512 B at least), so a site's \
+    bytes can differ between the two tables.";
+
 /// The `gpuscope.snapshot/1` document.
 pub fn json(report: &SnapshotReport, out: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::from)?;
@@ -51,6 +58,9 @@ pub fn text(r: &SnapshotReport, width: u16, out: &mut dyn Write) -> io::Result<(
         &r.now.by_site,
         width,
     )?;
+    if r.peak.is_some() && !r.now.by_site.is_empty() {
+        paragraph(out, SIZES_DIFFER, width)?;
+    }
     if !r.devices.is_empty() {
         sites(
             out,

@@ -11,7 +11,7 @@ use std::path::Path;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 
 use super::html::{page_end, page_start, table};
-use super::snapshot::diff_sums;
+use super::snapshot::{diff_sums, SIZES_DIFFER};
 use super::svg::{chart, Chart, Line, Marker};
 use super::{bytes, signed_bytes};
 use crate::analysis::snapshot::diff::SnapshotDiff;
@@ -80,6 +80,9 @@ pub fn html(r: &SnapshotReport, out: &mut dyn Write) -> io::Result<()> {
         &format!("Alive at the dump ({})", bytes(r.now.bytes)),
         &r.now.by_site,
     );
+    if r.peak.is_some() && !r.now.by_site.is_empty() {
+        let _ = write!(page, "<p>{}</p>", text(SIZES_DIFFER));
+    }
     sites(
         &mut page,
         "Never freed within the trace (leak candidates)",
