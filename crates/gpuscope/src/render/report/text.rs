@@ -170,9 +170,22 @@ fn spread(out: &mut dyn Write, s: &RankSpread) -> io::Result<()> {
     writeln!(out)
 }
 
-/// A difference's change: `+531%`, or `new` when the baseline had none of the category.
+/// A difference's change: `+531%`, `new` when the baseline had none of the category, and
+/// a factor (`×4096`) from ten-fold up: against a baseline of a few kilobytes a percentage
+/// ran to eight digits (`+10127668%`) that nobody reads.
 pub(crate) fn change_text(change_percent: Option<f64>) -> String {
-    change_percent.map_or_else(|| "new".to_owned(), |c| format!("{c:+.0}%"))
+    match change_percent {
+        None => "new".to_owned(),
+        Some(c) if c >= 900.0 => {
+            let factor = 1.0 + c / 100.0;
+            match factor {
+                f if f < 100.0 => format!("×{f:.1}"),
+                f if f < 1e6 => format!("×{f:.0}"),
+                f => format!("×{f:.1e}"),
+            }
+        }
+        Some(c) => format!("{c:+.0}%"),
+    }
 }
 
 fn compared(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
@@ -433,4 +446,20 @@ fn losses(out: &mut dyn Write, analysis: &LossAnalysis, width: u16) -> io::Resul
         paragraph(out, &line, width)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::change_text;
+
+    #[test]
+    fn changes_of_ten_fold_and_more_are_factors() {
+        assert_eq!(change_text(None), "new");
+        assert_eq!(change_text(Some(-50.0)), "-50%");
+        assert_eq!(change_text(Some(531.0)), "+531%");
+        assert_eq!(change_text(Some(900.0)), "×10.0");
+        // 1.2 KB at the baseline, 123 MB in the run.
+        assert_eq!(change_text(Some(10_127_668.0)), "×101278");
+        assert_eq!(change_text(Some(1e9)), "×1.0e7");
+    }
 }
