@@ -72,6 +72,26 @@ def test_clean_loop_is_not(runs: dict[str, Path]) -> None:
     assert run["end"]["allocated_bytes"] is None  # CPU: no allocator figure, not zero
 
 
+def test_a_flat_series_reads_flat_not_a_perfect_fit(runs: dict[str, Path]) -> None:
+    """The weights' size never changes: their series is flat, and its r² of 1 (the line
+    fits every point) must not print as the best fit beside the noisy series' r² 0.00."""
+    (run,) = report(runs["clean"])["runs"]
+    trends = run["trends"]
+    assert trends["parameters"]["flat"] is True
+    for name, t in trends.items():
+        if t["flat"]:
+            assert (t["slope_bytes_per_1k_iters"], t["r2"]) == (0.0, 1.0), name
+    text = subprocess.run(
+        [sys.executable, "-m", "gpuscope", "report", str(runs["clean"])],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = {line.split(":")[0].strip(): line for line in text.splitlines() if "  (" in line}
+    for name, t in trends.items():
+        assert lines[name].endswith("(flat)" if t["flat"] else f"(r² {t['r2']:.2f})"), lines
+
+
 def test_several_runs_side_by_side(runs: dict[str, Path]) -> None:
     doc = report(runs["clean"], runs["leak"])
     assert doc["schema"] == "gpuscope.report/1"

@@ -39,8 +39,10 @@ pub const MIN_LATE_RATIO: f64 = 0.5;
 pub struct SeriesTrend {
     /// Theil–Sen slope, bytes per 1000 iterations.
     pub slope_bytes_per_1k_iters: f64,
-    /// r² of the line.
+    /// r² of the line (1 for a flat series).
     pub r2: f64,
+    /// The series did not change over the window, so its r² of 1 is no sign of a trend.
+    pub flat: bool,
     /// Slope over the last third of the window, bytes per 1000 iterations.
     pub late_slope_bytes_per_1k_iters: Option<f64>,
     /// Growth over the window, bytes.
@@ -157,6 +159,7 @@ fn series_trend(points: &[(f64, f64)]) -> Option<SeriesTrend> {
     Some(SeriesTrend {
         slope_bytes_per_1k_iters: whole.slope * 1000.0,
         r2: whole.r2,
+        flat: whole.flat,
         late_slope_bytes_per_1k_iters: late.map(|l| l.slope * 1000.0),
         growth_bytes: growth,
         sustained,

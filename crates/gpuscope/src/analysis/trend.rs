@@ -19,6 +19,8 @@ pub struct Trend {
     /// (Theil–Sen's line is not the least-squares one, so the formula alone can go below
     /// 0, which reads as nonsense next to a trend.)
     pub r2: f64,
+    /// Every y is the same: the line fits by definition, and r² says nothing of a trend.
+    pub flat: bool,
 }
 
 /// The Theil–Sen line through `(x, y)` points; `None` for fewer than 2 distinct x.
@@ -50,6 +52,7 @@ pub fn theil_sen(points: &[(f64, f64)]) -> Option<Trend> {
         slope,
         intercept,
         r2,
+        flat: ss_tot == 0.0,
     })
 }
 

@@ -335,7 +335,11 @@ fn trends_table(page: &mut String, run: &RunReport) {
             vec![
                 name.clone(),
                 format!("{:+.2}", mb_signed(t.slope_bytes_per_1k_iters)),
-                format!("{:.2}", t.r2),
+                if t.flat {
+                    "flat".to_owned()
+                } else {
+                    format!("{:.2}", t.r2)
+                },
                 if t.sustained { "yes" } else { "" }.to_owned(),
             ]
         })

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use crate::analysis::compare::Comparison;
 use crate::analysis::gradients::GradientFlow;
 use crate::analysis::health::DiagnosedEvent;
-use crate::analysis::leak::LeakAnalysis;
+use crate::analysis::leak::{LeakAnalysis, SeriesTrend};
 use crate::analysis::losses::LossAnalysis;
 use crate::analysis::report::Report;
 use crate::analysis::sections::SectionTrend;
@@ -275,11 +275,7 @@ fn trends(out: &mut dyn Write, analysis: &LeakAnalysis, width: u16) -> io::Resul
     for (name, t) in &analysis.trends {
         let mb_per_1k = mb_signed(t.slope_bytes_per_1k_iters);
         let mark = if t.sustained { "  ← sustained" } else { "" };
-        writeln!(
-            out,
-            "  {name:<15}: {mb_per_1k:>+9.2}  (r² {:.2}){mark}",
-            t.r2
-        )?;
+        writeln!(out, "  {name:<15}: {mb_per_1k:>+9.2}  ({}){mark}", fit(t))?;
     }
     let verdict = if analysis.leak.suspected {
         "SUSPECTED"
@@ -291,6 +287,16 @@ fn trends(out: &mut dyn Write, analysis: &LeakAnalysis, width: u16) -> io::Resul
         &format!("Leak: {verdict} — {}", analysis.leak.reason),
         width,
     )
+}
+
+/// How well a trend's line fits: `r² 0.93`, or `flat` for a series that never changed
+/// (its r² of 1 beside the noisy series' 0.1 read as the strongest trend of all).
+fn fit(t: &SeriesTrend) -> String {
+    if t.flat {
+        "flat".to_owned()
+    } else {
+        format!("r² {:.2}", t.r2)
+    }
 }
 
 /// The timed sections as a tree (children under their parent), with growth and phases.
