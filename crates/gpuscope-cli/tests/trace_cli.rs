@@ -769,3 +769,47 @@ fn the_steps_chart_axis_is_in_ms() {
         .unwrap();
     assert!((150.0..=200.0).contains(&top), "{ticks:?}");
 }
+
+/// What the CPU was doing in each large GPU gap is a list of names, some with spaces
+/// (`## forward ##`, record_function labels): each stays whole on one line of the text,
+/// where it used to be wrapped mid-name.
+#[test]
+fn names_with_spaces_are_not_wrapped_mid_name() {
+    let mut checked = 0;
+    for name in ["rank0_nccl_data.json.gz", "sampled_rank0.json.gz"] {
+        let file = traces_dir().join(name);
+        let doc = json_doc(
+            &trace([&file, Path::new("--format"), Path::new("json")]),
+            name,
+        );
+        let text = success(&trace([&file]), name);
+        let section: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("Largest GPU gaps"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        let mut listed: Vec<String> = vec![];
+        for rank in doc["ranks"].as_array().unwrap() {
+            for gap in rank["largest_gaps"].as_array().unwrap() {
+                for cpu in gap["cpu"].as_array().unwrap() {
+                    listed.push(cpu["name"].as_str().unwrap().to_owned());
+                }
+            }
+        }
+        for n in listed.iter().filter(|n| n.contains(' ') && n.len() < 60) {
+            let want = listed.iter().filter(|m| *m == n).count();
+            let whole: usize = section.iter().map(|l| l.matches(n.as_str()).count()).sum();
+            assert_eq!(
+                whole,
+                want,
+                "{name}: {n:?} wrapped:\n{}",
+                section.join("\n")
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 10,
+        "the traces list names with spaces in their gaps"
+    );
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{clip, paragraph, right_align, table, write_table};
+use super::{clip, paragraph, right_align, table, unbroken, write_table};
 use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::operators::OperatorStats;
 use crate::analysis::trace::ranks::RankComparison;
@@ -207,7 +207,7 @@ pub fn summary(r: &RankReport, width: u16, out: &mut dyn Write) -> io::Result<()
         .iter()
         .filter(|o| !o.name.starts_with("ProfilerStep#"))
         .take(SUMMARY_ITEMS)
-        .map(|o| format!("{} {:.2} ms", o.name, o.self_us / 1000.0))
+        .map(|o| format!("{} {:.2} ms", unbroken(&o.name), o.self_us / 1000.0))
         .collect();
     if !ops.is_empty() {
         paragraph(
@@ -217,10 +217,9 @@ pub fn summary(r: &RankReport, width: u16, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     if let Some(g) = r.largest_gaps.first() {
-        let during = g
-            .cpu
-            .first()
-            .map_or(String::new(), |c| format!(" while the CPU ran {}", c.name));
+        let during = g.cpu.first().map_or(String::new(), |c| {
+            format!(" while the CPU ran {}", unbroken(&c.name))
+        });
         paragraph(
             out,
             &format!("  largest GPU gap {:.2} ms{during}", g.duration_us / 1000.0),
@@ -350,7 +349,7 @@ fn gaps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
         let doing: Vec<String> = g
             .cpu
             .iter()
-            .map(|c| format!("{} ({:.0} µs)", c.name, c.overlap_us))
+            .map(|c| format!("{} ({:.0} µs)", unbroken(&c.name), c.overlap_us))
             .collect();
         let doing = if doing.is_empty() {
             "nothing recorded".to_owned()

@@ -17,7 +17,7 @@ use crate::model::memory::{mb, mb_signed, percent};
 
 use super::health::{event_line, sci, verdict};
 use super::timeline;
-use crate::render::{paragraph, right_align, table, write_table};
+use crate::render::{paragraph, right_align, table, unbroken, write_table};
 
 /// Modules listed in the gradient table; the ones that vanish or explode come first.
 const MODULE_ROWS: usize = 12;
@@ -344,7 +344,9 @@ fn sections(out: &mut dyn Write, trends: &[SectionTrend], width: u16) -> io::Res
             out,
             &format!(
                 "{} grew the most: {:.2} → {:.2} ms per call.{by_phase}",
-                grew.path, grew.early_mean_ms, grew.late_mean_ms
+                unbroken(&grew.path),
+                grew.early_mean_ms,
+                grew.late_mean_ms
             ),
             width,
         )?;
