@@ -453,6 +453,29 @@ def test_memory_timeline_peak_and_end_agree_with_torch(
     assert row == doc["peak"]["bytes"]
 
 
+def test_each_categorys_own_max_agrees_with_torch(
+    memory_run: MemoryRun, timelines: tuple[dict[str, Any], list[list[int]], list[int]]
+) -> None:
+    """Each category's own highest bytes, whenever they were reached: the event-by-event
+    replay's, at least torch's highest coalesced row of it. The text lists every category
+    that ever held memory with its own max (a category freed quickly, like ``temporary``,
+    can hold nothing at the peak and at the end; its row used to be left out)."""
+    doc, sizes, _ = timelines
+    live, most = [0] * len(doc["categories"]), [0] * len(doc["categories"])
+    for _, _, size, category in sorted(raw_events(memory_run.raw), key=lambda e: e[0]):
+        live[category] += size
+        most[category] = max(most[category], live[category])
+    assert doc["max_bytes"] == most
+    for ours, theirs in zip(doc["max_bytes"], map(max, zip(*sizes)), strict=True):
+        assert ours >= theirs and (ours > 0) == (theirs > 0)
+    out = gpuscope_cli("trace", memory_run.raw)
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line.split()[-1] for line in out.stdout.splitlines()[3:]}
+    for category, m in zip(doc["categories"], most, strict=True):
+        if m > 0:
+            assert rows[category] == f"{m / 2**20:.1f}", out.stdout
+
+
 @pytest.mark.parametrize("name", ["memory_timeline.raw.gz", "memory_timeline.raw.json"])
 def test_the_export_named_as_the_help_says_is_read(
     memory_run: MemoryRun,

@@ -37,13 +37,18 @@ pub fn text(path: &Path, t: &CategoryTimeline, width: u16, out: &mut dyn Write) 
     )?;
     writeln!(out)?;
     let mut tt = table(width);
-    tt.set_header(["category", "MB at peak", "MB at end"]);
+    tt.set_header(["category", "MB at peak", "MB at end", "its own max"]);
     for (i, name) in t.categories.iter().enumerate() {
-        if t.peak.bytes[i] != 0 || t.end.bytes[i] != 0 {
-            tt.add_row([(*name).to_owned(), mb(t.peak.bytes[i]), mb(t.end.bytes[i])]);
+        if t.max_bytes[i] != 0 || t.end.bytes[i] != 0 {
+            tt.add_row([
+                (*name).to_owned(),
+                mb(t.peak.bytes[i]),
+                mb(t.end.bytes[i]),
+                mb(t.max_bytes[i]),
+            ]);
         }
     }
-    for c in [1, 2] {
+    for c in [1, 2, 3] {
         if let Some(col) = tt.column_mut(c) {
             col.set_cell_alignment(comfy_table::CellAlignment::Right);
         }

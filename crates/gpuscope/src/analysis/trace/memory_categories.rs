@@ -31,6 +31,9 @@ pub struct CategoryTimeline {
     pub peak: Moment,
     /// After the last event.
     pub end: Moment,
+    /// The highest bytes of each category on its own, at whatever moment: a category the
+    /// program frees quickly (`temporary`) may hold nothing at the peak and at the end.
+    pub max_bytes: Vec<i64>,
     /// The highest moment of each of up to 240 spans.
     pub timeline: Vec<Moment>,
 }
@@ -79,6 +82,12 @@ fn from_events(mut events: Vec<MemoryEvent>) -> Option<CategoryTimeline> {
 fn summarise(moments: Vec<Moment>, events: usize) -> Option<CategoryTimeline> {
     let peak = moments.iter().max_by_key(|m| m.total)?.clone();
     let end = moments.last()?.clone();
+    let mut max_bytes = vec![0i64; peak.bytes.len()];
+    for m in &moments {
+        for (max, &b) in max_bytes.iter_mut().zip(&m.bytes) {
+            *max = (*max).max(b);
+        }
+    }
     let per = moments.len().div_ceil(POINTS);
     let timeline = moments
         .chunks(per)
@@ -89,6 +98,7 @@ fn summarise(moments: Vec<Moment>, events: usize) -> Option<CategoryTimeline> {
         events,
         peak,
         end,
+        max_bytes,
         timeline,
     })
 }
@@ -120,5 +130,6 @@ mod tests {
         assert_eq!(t.peak.bytes[4], 50);
         assert_eq!(t.end.total, 120);
         assert_eq!(t.end.bytes[4], 0);
+        assert_eq!((t.max_bytes[4], t.max_bytes[5]), (50, 20));
     }
 }
