@@ -142,6 +142,20 @@ def test_truncated_last_record(complete_file: Path, kept: int, run_cli: CliRunne
     assert [p["step"] for p in doc["tags"]["x"]["points"]] == steps
 
 
+def test_a_run_whose_files_hold_no_record_yet(complete_file: Path, run_cli: CliRunner) -> None:
+    """Every file cut inside its first record (a writer that has not flushed it yet):
+    ``read_events`` lists the file with no record, so a run being written can be polled;
+    ``gpuscope tb`` says why there is nothing to show, in one line, exit 2."""
+    complete_file.write_bytes(complete_file.read_bytes()[:7])
+    result = gpuscope.read_events(complete_file.parent)
+    (info,) = result["files"]
+    assert (info["records"], info["truncated_at_byte"], result["tags"]) == (0, 0, {})
+    out = run_cli("module", "tb", complete_file.parent)
+    assert out.returncode == 2 and out.stdout == ""
+    (line,) = out.stderr.splitlines()
+    assert "holds no records" in line and "not flushed" in line, line
+
+
 def _expected_tags() -> dict[str, list[int]]:
     return {"x": list(range(50)), "m_a/m": [7], "m_b/m": [7], "t/text_summary": [3]}
 

@@ -144,6 +144,9 @@ def read_events(
 
     With ``tags``, only those tags are returned (``KeyError`` if one is found nowhere).
     With ``keep_going``, a damaged record ends that file instead of raising.
+    A file with ``records == 0`` is empty or cut inside its first record (a writer that
+    has not flushed yet): it is listed, not an error, so that a run being written can be
+    polled; ``gpuscope tb`` on the command line refuses a path where every file is so.
     """
 
 def run_cli(argv: list[str]) -> int: ...
