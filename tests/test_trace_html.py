@@ -27,6 +27,7 @@ from _chromium import (
     assert_self_contained,
     dump_dom,
     points,
+    run_chromium,
     screenshot,
 )
 from _helpers import SHARED_DATA, gpuscope_cli
@@ -56,6 +57,13 @@ STEP_CATEGORIES = (
     "cpu_exec",
     "other",
 )
+# The most characters a table cell shows of a name, and the longest name it shows whole
+# (crates/gpuscope/src/render/html.rs, NAME_CHARS and SHORTEN_FROM); a longer name is
+# shortened, whole in the cell's title.
+NAME_CHARS = 120
+WHOLE_NAME_CHARS = 100
+# A name cell's height in lines of text, at most: rows of kernel names stay short.
+NAME_LINES = 3
 STEPS_CHART = "Step time by category (ms)"
 MEMORY_CHART = "Allocated memory"
 CATEGORY_CHART = "Memory by category"
@@ -128,6 +136,8 @@ class Section:
     h3: list[str] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
     cells: list[str] = field(default_factory=list)  # text of every <td>
+    # Each <td class="name">: (the h3 over its table, its title or else its text, its text)
+    names: list[tuple[str, str, str]] = field(default_factory=list)
 
     def charts_titled(self, title: str) -> list[Chart]:
         return [c for c in self.charts if c.title == title]
@@ -146,6 +156,8 @@ class TracePage(PageParser):
         self._section: Section | None = None
         self._section_depth = 0
         self._chart: Chart | None = None
+        self._name_cell = False  # the <td> open is a name
+        self._name_title: str | None = None  # its title
 
     @property
     def here(self) -> Section:
@@ -162,6 +174,9 @@ class TracePage(PageParser):
             self._section_depth = self.depth
         elif tag in ("h1", "h2", "h3", "td") or self.is_chart_title(tag):
             self.capture(tag)
+            if tag == "td":
+                self._name_title = a.get("title") if "name" in classes else None
+                self._name_cell = "name" in classes
         elif tag == "svg" and "chart" in classes:
             self._chart = Chart()
             self.here.charts.append(self._chart)
@@ -180,6 +195,10 @@ class TracePage(PageParser):
             self.here.h3.append(text)
         elif tag == "td":
             self.here.cells.append(text)
+            if self._name_cell:
+                h3 = self.here.h3[-1] if self.here.h3 else ""
+                full = text if self._name_title is None else self._name_title
+                self.here.names.append((h3, full, text))
         elif tag == "title" and self._chart is not None:
             self._chart.title = text
 
@@ -402,18 +421,22 @@ def test_page_is_self_contained(pages: dict[str, Page], name: str) -> None:
 
 def check_name_is_text(page: Page, name: str, whole_cell: bool = True) -> None:
     """`name` is escaped in the file and in Chromium's serialisation of the DOM, and is
-    the whole text of a table cell once parsed (or its start, when the cell adds to it)."""
+    the whole name of a table cell once parsed — its text, or its title where the text is
+    shortened — (or the start of it, when the cell adds to it)."""
     assert re.search(r"[<>&]", name)
     escaped = html_lib.escape(name, quote=False)
     for source in (page.html, page.dom):
-        assert escaped in source
         assert name not in source
         dom = parse(source)
-        cells = [cell for s in dom.sections for cell in s.cells]
+        names = [full for s in dom.sections for _, full, _ in s.names]
         if whole_cell:
-            assert name in cells
+            assert name in names
         else:
-            assert any(cell.startswith(name) for cell in cells)
+            assert any(full.startswith(name) for full in names)
+        # where the cell shows the name whole, it is escaped as text
+        shown = [text for s in dom.sections for _, _, text in s.names]
+        if name in shown:
+            assert escaped in source
 
 
 def test_a_kernel_name_with_template_arguments_is_text(pages: dict[str, Page]) -> None:
@@ -437,3 +460,125 @@ def test_an_operator_name_with_brackets_is_text(pages: dict[str, Page]) -> None:
     (name, *_) = [n for n in names if re.search(r"[<>&]", n)]
     # The by-shapes table puts the shapes after the name in the same cell.
     check_name_is_text(page, name, whole_cell=False)
+
+
+# ------------------------------------------------------------------- long names
+
+
+def rendered_name_lines(chromium: str, page: Path, work: Path) -> list[tuple[str, float]]:
+    """(the whole name, the height of its cell in lines of text) for each name cell, as
+    Chromium lays the page out at the width of the other tests' window. The page has no
+    script; a copy of it gets one that writes each cell's height into the DOM, which
+    Chromium then dumps."""
+    measure = (
+        "<script>addEventListener('load', () => {"
+        "for (const td of document.querySelectorAll('td.name')) {"
+        "const css = getComputedStyle(td);"
+        "const inner = td.clientHeight - parseFloat(css.paddingTop)"
+        " - parseFloat(css.paddingBottom);"
+        "td.dataset.lines = (inner / parseFloat(css.lineHeight)).toFixed(2);"
+        "}});</script>"
+    )
+    copy = work / f"{page.stem}.measured.html"
+    copy.write_text(page.read_text(encoding="utf-8").replace("</body>", measure + "</body>"))
+    dom = run_chromium(
+        chromium,
+        copy.with_suffix(".profile"),
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        "--dump-dom",
+        copy.as_uri(),
+    )
+
+    class Heights(PageParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cells: list[tuple[str, float]] = []
+            self._lines = 0.0
+            self._title: str | None = None
+
+        def start(self, tag: str, a: dict[str, str], classes: list[str]) -> None:
+            if tag == "td" and "name" in classes:
+                self._lines = float(a["data-lines"])
+                self._title = a.get("title")
+                self.capture(tag)
+
+        def captured(self, tag: str, text: str) -> None:
+            self.cells.append((text if self._title is None else self._title, self._lines))
+
+    cells = Heights.parse(dom).cells
+    assert cells, f"no name cell measured in {page}"
+    return cells
+
+
+@pytest.mark.parametrize("name", ["resnet", "ranks"])
+def test_long_kernel_names_are_shortened_and_whole_in_the_title(
+    pages: dict[str, Page], name: str
+) -> None:
+    """Kernel names run to hundreds of characters (ResNet's cuDNN and ATen kernels) or
+    thousands (the embedding kernels of the two ranks): each top kernel's cell shows at
+    most NAME_CHARS characters, starting as the name starts (after the `void ` every
+    kernel returns), with the whole name in its title; different kernels read
+    differently; a name of up to WHOLE_NAME_CHARS is the cell's text, with no title."""
+    page = pages[name]
+    for source in (page.html, page.dom):
+        dom = parse(source)
+        for section, rank in zip(dom.sections, page.doc["ranks"], strict=True):
+            want = [k["name"] for k in rank["top_kernels"]]
+            cells = [(full, text) for h3, full, text in section.names if h3 == "Top kernels"]
+            assert [full for full, _ in cells] == want, section.heading
+            for full, text in cells:
+                assert len(text) <= NAME_CHARS, text
+                if len(full) <= WHOLE_NAME_CHARS:
+                    assert text == full
+                else:
+                    word = full.removeprefix("void ").split("<")[0].split("(")[0]
+                    assert text.startswith(word[: NAME_CHARS // 2]), (text, full)
+            shown = [text for _, text in cells]
+            assert len(set(shown)) == len(set(want)), shown
+    longest = max(len(k["name"]) for r in page.doc["ranks"] for k in r["top_kernels"])
+    assert longest > 2 * NAME_CHARS, "the input should hold a long kernel name"
+
+
+def with_shapes(operator: dict[str, Any]) -> str:
+    """An operator as the by-shapes table names it: with its input shapes."""
+    shapes = operator.get("input_shapes")
+    return f"{operator['name']} {shapes}" if shapes else str(operator["name"])
+
+
+def test_operators_with_long_shapes_read_differently(pages: dict[str, Page]) -> None:
+    """The by-shapes table names an operator with its input shapes, thousands of
+    characters for the ranks' `forward`: two rows whose shapes differ far into the list
+    still read differently, each within NAME_CHARS, whole in the title."""
+    page = pages["ranks"]
+    dom = parse(page.dom)
+    for section, rank in zip(dom.sections, page.doc["ranks"], strict=True):
+        want = [with_shapes(o) for o in rank["operators"]["by_shapes"]]
+        assert max(map(len, want)) > 3 * NAME_CHARS, "the input should hold long shapes"
+        title = "CPU operators by input shapes"
+        cells = [(full, text) for h3, full, text in section.names if h3 == title]
+        assert [full for full, _ in cells] == want, section.heading
+        assert all(len(text) <= NAME_CHARS for _, text in cells)
+        assert len({text for _, text in cells}) == len(set(want))
+
+
+@pytest.mark.parametrize("name", ["resnet", "ranks"])
+def test_rows_of_long_names_stay_a_few_lines_tall(
+    chromium: str, pages: dict[str, Page], name: str, tmp_path: Path
+) -> None:
+    """Laid out by Chromium, no kernel or operator cell is more than NAME_LINES lines
+    tall (a name of 2,000 characters wrapped into a narrow column made rows of 45)."""
+    page = pages[name]
+    html_file = tmp_path / f"{name}.html"
+    html_file.write_text(page.html, encoding="utf-8")
+    names = set()
+    for rank in page.doc["ranks"]:
+        names |= {k["name"] for k in rank["top_kernels"]}
+        for table, operators in rank["operators"].items():
+            if isinstance(operators, list):
+                shown = with_shapes if table == "by_shapes" else (lambda o: str(o["name"]))
+                names |= {shown(o) for o in operators}
+    measured = rendered_name_lines(chromium, html_file, tmp_path)
+    cells = [(full, lines) for full, lines in measured if full in names]
+    assert {full for full, _ in cells} == names
+    tall = [(lines, full[:80]) for full, lines in cells if lines > NAME_LINES + 0.1]
+    assert tall == [], tall

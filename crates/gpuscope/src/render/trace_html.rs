@@ -1,14 +1,15 @@
 //! `gpuscope trace --format html`: one self-contained page per set of traces — for each
 //! rank the GPU time breakdown, the steps as a stacked chart with their verdicts, the
 //! memory timeline per device, the largest gaps, top kernels, operators, idle time,
-//! launches and copies — then the ranks side by side.
+//! launches and copies — then the ranks side by side. Kernel and operator names that run to
+//! thousands of characters are shortened in their cells, whole on hover.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use html_escape::encode_text as text;
 
-use super::html::{page_end, page_start, table};
+use super::html::{page_end, page_start, table, table_of_names};
 use super::svg::{chart, Chart, Line};
 use super::trace::stream_label;
 use crate::analysis::timeline::Unit;
@@ -155,7 +156,7 @@ fn rank_section(page: &mut String, r: &RankReport) {
             ]
         })
         .collect();
-    table(
+    table_of_names(
         page,
         &["kernel", "n", "total ms", "mean µs", "max µs", "%"],
         &rows,
@@ -329,7 +330,7 @@ fn memory(page: &mut String, r: &RankReport) {
                 ]
             })
             .collect();
-        table(page, &["allocated most by the peak", "MB"], &rows);
+        table_of_names(page, &["allocated most by the peak", "MB"], &rows);
     }
 }
 
@@ -363,7 +364,7 @@ fn operators(page: &mut String, r: &RankReport) {
                 ]
             })
             .collect();
-        table(
+        table_of_names(
             page,
             &["operator", "n", "self ms", "total ms", "GPU ms"],
             &rows,
