@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{clip, paragraph, right_align, table, unbroken, write_table};
 use crate::analysis::trace::diff::TraceDiff;
-use crate::analysis::trace::operators::OperatorStats;
+use crate::analysis::trace::operators::{GpuLink, OperatorStats};
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
 use crate::analysis::trace::steps::CATEGORIES;
@@ -429,15 +429,20 @@ fn operators(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> 
         write_table(out, &t)?;
         writeln!(out)?;
     }
-    if !o.gpu_time_known {
-        paragraph(
-            out,
-            "GPU ms ?: no GPU work of this trace carries an operator's External id (a \
-             sampled trace, an older profiler that wrote correlation ids there, or the \
-             launching thread was not recorded), so the GPU time each operator launched is \
-             not known.",
-            width,
-        )?;
+    let note = match o.gpu_time_linked_by {
+        None => Some(
+            "GPU ms ?: no GPU work of this trace carries an operator's External id, and no \
+             launch of it is inside an operator on a recorded thread, so the GPU time each \
+             operator launched is not known.",
+        ),
+        Some(GpuLink::Enclosure) => Some(
+            "GPU ms: each kernel, copy and memset is credited to the innermost operator \
+             running its launch call (this trace's External ids are not operators').",
+        ),
+        Some(GpuLink::ExternalId) => None,
+    };
+    if let Some(note) = note {
+        paragraph(out, note, width)?;
         writeln!(out)?;
     }
     Ok(())

@@ -3,8 +3,11 @@
 //! the same thread); an operator whose only child has its own name (`aten::sum` calling
 //! `aten::sum`) is one call. By name and, when the trace recorded them
 //! (`record_shapes=True`), by input shapes; and the GPU time of the kernels each launched —
-//! found through the External id that Kineto gives both an operator and its GPU work
-//! (unknown, `null`, when the trace's GPU work carries no operator's External id).
+//! found through the External id that Kineto gives both an operator and its GPU work, or,
+//! in traces whose GPU work carries no operator's External id (older Kineto wrote its
+//! correlation id there), through the runtime call that launched it: the innermost
+//! operator enclosing that call on its thread launched it. Unknown (`null`) when neither
+//! links anything (a sampled trace without the launching thread).
 
 use rustc_hash::FxHashMap;
 
@@ -38,11 +41,24 @@ pub struct Operators {
     /// By name, most GPU time launched first (only those that launched any); empty when
     /// it is not known.
     pub by_gpu_time: Vec<OperatorStats>,
-    /// Whether the GPU work of the trace is linked to operators (by External id), so that
-    /// their launched GPU time is known.
+    /// Whether the GPU work of the trace is linked to operators, so that their launched
+    /// GPU time is known.
     pub gpu_time_known: bool,
+    /// How it is linked, when it is.
+    pub gpu_time_linked_by: Option<GpuLink>,
     /// By name and input shapes, most total time first; empty without recorded shapes.
     pub by_shapes: Vec<OperatorStats>,
+}
+
+/// How GPU work is matched to the operator that launched it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuLink {
+    /// The operator's External id, which Kineto gives the GPU work it launched.
+    ExternalId,
+    /// The innermost operator enclosing, on its thread, the runtime call with the GPU
+    /// work's correlation id.
+    Enclosure,
 }
 
 /// The figures of every CPU operator of the trace, `top` rows per table.
@@ -87,6 +103,7 @@ pub fn operators(trace: &Trace, top: usize) -> Operators {
             gpu,
         ),
         gpu_time_known: calls.gpu_ns.is_some(),
+        gpu_time_linked_by: calls.linked_by,
         by_shapes: ranked(by_shapes.into_values().collect(), top, |s| s.total_us),
     }
 }
@@ -119,6 +136,7 @@ struct Calls {
     self_ns: Vec<i64>,
     /// `None` when the trace does not link GPU work to operators.
     gpu_ns: Option<Vec<i64>>,
+    linked_by: Option<GpuLink>,
 }
 
 /// The calls of `ops` (indices into the events).
@@ -135,7 +153,10 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
     let mut merged = vec![false; ops.len()];
     let mut owner: Vec<usize> = (0..ops.len()).collect();
     let mut self_ns: Vec<i64> = ops.iter().map(|&i| e.dur[i]).collect();
-    let launched = launched_gpu_time(trace, ops);
+    let (launched, linked_by) = match launched_gpu_time(trace, ops) {
+        Some((launched, link)) => (Some(launched), Some(link)),
+        None => (None, None),
+    };
     let mut gpu_ns = launched.as_ref().map(|_| vec![0i64; ops.len()]);
     for &k in &order {
         if let Some(p) = parent[k] {
@@ -154,6 +175,7 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
         merged,
         self_ns: self_ns.into_iter().map(|ns| ns.max(0)).collect(),
         gpu_ns,
+        linked_by,
     }
 }
 
@@ -184,14 +206,14 @@ fn parents(trace: &Trace, ops: &[usize]) -> Vec<Option<usize>> {
     parent
 }
 
-/// GPU time launched by each of `ops`: the GPU work with the operator's External id.
-/// `None` when the trace has GPU work but none of it has an operator's External id (a
-/// sampled trace, or one whose launching thread was not recorded): then every operator
-/// would seem to have launched nothing. `None` too when every piece of GPU work carries
-/// its own correlation id as External id (older Kineto, the sampled traces, AlexNet's):
-/// those numbers are not operators' ids, and the operators whose ids they happen to
-/// equal (`aten::view`, `aten::detach`) did not launch that work.
-fn launched_gpu_time(trace: &Trace, ops: &[usize]) -> Option<Vec<i64>> {
+/// GPU time launched by each of `ops`, and how it was found: the GPU work with the
+/// operator's External id; or, when every piece of GPU work carries its own correlation id
+/// as External id (older Kineto, the sampled traces, AlexNet's: those numbers are not
+/// operators' ids, and the operators whose ids they happen to equal, `aten::view` or
+/// `aten::detach`, did not launch that work) or none of it an operator's, by enclosure.
+/// `None` when neither links any GPU work to an operator: then every operator would seem
+/// to have launched nothing.
+fn launched_gpu_time(trace: &Trace, ops: &[usize]) -> Option<(Vec<i64>, GpuLink)> {
     let e = &trace.events;
     let mut by_external: FxHashMap<i64, i64> = FxHashMap::default();
     let mut gpu_work = false;
@@ -205,16 +227,70 @@ fn launched_gpu_time(trace: &Trace, ops: &[usize]) -> Option<Vec<i64>> {
             }
         }
     }
-    if gpu_work && external_is_correlation {
-        return None;
+    if !gpu_work {
+        return Some((vec![0; ops.len()], GpuLink::ExternalId));
     }
-    let launched: Vec<i64> = ops
-        .iter()
-        .map(|&i| match e.external_id[i] {
-            NONE => 0,
-            id => by_external.get(&id).copied().unwrap_or(0),
-        })
-        .collect();
-    let linked = launched.iter().any(|&ns| ns > 0);
-    (linked || !gpu_work).then_some(launched)
+    if !external_is_correlation {
+        let launched: Vec<i64> = ops
+            .iter()
+            .map(|&i| match e.external_id[i] {
+                NONE => 0,
+                id => by_external.get(&id).copied().unwrap_or(0),
+            })
+            .collect();
+        if launched.iter().any(|&ns| ns > 0) {
+            return Some((launched, GpuLink::ExternalId));
+        }
+    }
+    launched_by_enclosure(trace, ops).map(|launched| (launched, GpuLink::Enclosure))
+}
+
+/// GPU time launched by each of `ops`, credited to the innermost operator that encloses,
+/// on its thread, the runtime call with the work's correlation id; `None` when no launch
+/// is inside an operator.
+fn launched_by_enclosure(trace: &Trace, ops: &[usize]) -> Option<Vec<i64>> {
+    let e = &trace.events;
+    let mut by_correlation: FxHashMap<i64, i64> = FxHashMap::default();
+    for i in (0..e.len()).filter(|&i| e.kind[i].is_gpu() && e.correlation[i] != NONE) {
+        *by_correlation.entry(e.correlation[i]).or_default() += e.dur[i];
+    }
+    // (event, Some(k) for operator ops[k] / None for a launch), by thread and start; an
+    // operator before a launch that starts with it, the longer operator first.
+    let launches = (0..e.len()).filter(|&i| {
+        matches!(e.kind[i], Kind::Runtime | Kind::Driver)
+            && by_correlation.contains_key(&e.correlation[i])
+    });
+    let mut items: Vec<(usize, Option<usize>)> =
+        ops.iter().enumerate().map(|(k, &i)| (i, Some(k))).collect();
+    items.extend(launches.map(|i| (i, None)));
+    items.sort_by_key(|&(i, op)| {
+        (
+            e.pid[i],
+            e.tid[i],
+            e.ts[i],
+            op.is_none(),
+            std::cmp::Reverse(e.dur[i]),
+        )
+    });
+    let mut launched = vec![0i64; ops.len()];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut thread = (NONE, NONE);
+    for (i, op) in items {
+        if (e.pid[i], e.tid[i]) != thread {
+            thread = (e.pid[i], e.tid[i]);
+            stack.clear();
+        }
+        while stack.last().is_some_and(|&top| e.end(ops[top]) <= e.ts[i]) {
+            stack.pop();
+        }
+        match op {
+            Some(k) => stack.push(k),
+            None => {
+                if let Some(&k) = stack.iter().rev().find(|&&k| e.end(ops[k]) >= e.end(i)) {
+                    launched[k] += by_correlation[&e.correlation[i]];
+                }
+            }
+        }
+    }
+    launched.iter().any(|&ns| ns > 0).then_some(launched)
 }
