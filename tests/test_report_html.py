@@ -47,6 +47,14 @@ HOSTILE_NAME = '<script>alert(1)</script>&"'
 
 # Chart title -> how its expected series follow from the JSON timeline's series names.
 CATEGORY_CHART = "Memory by category (stacked)"
+# The totals chart's title names the lines it draws, in these words: on a GPU run, with
+# allocator figures, it is TOTALS_CHART; a CPU run has no allocated or reserved line.
+TOTALS_WORDS = {
+    "allocated": "allocated",
+    "reserved": "reserved",
+    "census": "counted tensors",
+    "heap": "C heap",
+}
 TOTALS_CHART = "Allocated, reserved and counted tensors"
 FRAGMENTATION_CHART = "Fragmentation"
 COUNT_CHART = "Tensor count"
@@ -118,6 +126,7 @@ class Chart:
 class Section:
     heading: str = ""
     charts: list[Chart] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # text of each <p class="meta">
 
     def chart(self, title: str) -> Chart:
         (c,) = [c for c in self.charts if c.title == title]
@@ -142,7 +151,8 @@ class ReportPage(PageParser):
             self._section = Section()
             self.sections.append(self._section)
             self._section_depth = self.depth
-        elif tag in ("h2", "h3") or (tag == "text" and "tick" in classes):
+        is_note = tag == "p" and "meta" in classes and self._section is not None
+        if tag in ("h2", "h3") or (tag == "text" and "tick" in classes) or is_note:
             self.capture(tag)
         elif tag == "svg" and "chart" in classes:
             assert self._section is not None, "a chart outside a run's section"
@@ -163,6 +173,9 @@ class ReportPage(PageParser):
                 self.other_headings.append(text)
         elif tag == "h3":
             self._last_h3 = text
+        elif tag == "p":
+            assert self._section is not None
+            self._section.notes.append(text)
         elif self._chart is not None:
             self._chart.tick_labels.append(text)
 
@@ -177,6 +190,13 @@ def parse(html: str) -> ReportPage:
     return ReportPage.parse(html)
 
 
+def totals_title(series: list[str]) -> str:
+    """The title of a totals chart that draws `series`: their words, listed."""
+    words = [TOTALS_WORDS[n] for n in series]
+    listed = ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
+    return listed[0].upper() + listed[1:]
+
+
 def expected_charts(run: dict[str, Any]) -> dict[str, list[str]]:
     """Chart title -> the series it must plot, from the run's JSON timeline; a chart with
     nothing to plot is left out of the page, and so is a category that holds nothing over
@@ -188,9 +208,10 @@ def expected_charts(run: dict[str, Any]) -> dict[str, list[str]]:
         for s in series
         if s["name"].startswith("category/") and any(v for v in s["values"] if v is not None)
     ]
+    totals = [n for n in TOTALS_WORDS if n in names]
     charts = {
         CATEGORY_CHART: holding,
-        TOTALS_CHART: [n for n in ("allocated", "reserved", "census", "heap") if n in names],
+        totals_title(totals): totals,
         FRAGMENTATION_CHART: [n for n in ("fragmentation",) if n in names],
         COUNT_CHART: [n for n in ("tensors",) if n in names],
         LOSS_CHART: [n.removeprefix("loss/") for n in names if n.startswith("loss/")],
@@ -199,6 +220,7 @@ def expected_charts(run: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def values_of(run: dict[str, Any], chart: str, name: str) -> list[float | None]:
+    """The JSON timeline's values of the series `name` that `chart` draws."""
     prefix = {CATEGORY_CHART: "category/", LOSS_CHART: "loss/"}.get(chart, "")
     (series,) = [s for s in run["timeline"]["series"] if s["name"] == prefix + name]
     values: list[float | None] = series["values"]
@@ -427,3 +449,27 @@ def test_expected_series_come_from_the_inputs(pages: dict[str, Page]) -> None:
     assert log_charts[FRAGMENTATION_CHART] == ["fragmentation"]
     assert sorted(log_charts[TOTALS_CHART]) == ["allocated", "census", "reserved"]
     assert run["records"] == ITERATIONS // EVERY
+
+
+def test_totals_chart_names_only_the_lines_it_draws(pages: dict[str, Page]) -> None:
+    """On the CPU run the totals chart draws the census and the C heap (no caching
+    allocator, so no allocated or reserved line): its title names those two only, and a
+    note under it says why allocated and reserved are missing. The GPU log's chart draws
+    allocated, reserved and the census, under the title it always had, with no note."""
+    run, log = (parse(pages[n].dom).sections[0] for n in ("run", "log"))
+    run_doc, log_doc = (pages[n].doc["runs"][0] for n in ("run", "log"))
+    drawn: dict[str, list[str]] = {}
+    for name, section, doc in (("run", run, run_doc), ("log", log, log_doc)):
+        (chart,) = [
+            c for c in section.charts if c.series and {n for n, _ in c.series} <= set(TOTALS_WORDS)
+        ]
+        names = {s["name"] for s in doc["timeline"]["series"]}
+        drawn[name] = [n for n, _ in chart.series]
+        assert drawn[name] == [n for n in TOTALS_WORDS if n in names]
+        for series, word in TOTALS_WORDS.items():
+            assert (word.lower() in chart.title.lower()) == (series in drawn[name]), chart.title
+    assert drawn == {"run": ["census", "heap"], "log": ["allocated", "reserved", "census"]}
+    (note,) = [n for n in run.notes if "reserved" in n]
+    assert "CUDA" in note and "CPU" in note, note
+    assert [c.series for c in log.charts if c.title == TOTALS_CHART]
+    assert [n for n in log.notes if "reserved" in n] == []

@@ -153,15 +153,17 @@ fn charts(page: &mut String, run: &RunReport) {
         Vec::new(),
     );
     let totals = lines(t, &["allocated", "reserved", "census", "heap"]);
-    titled_chart(
-        page,
-        "Allocated, reserved and counted tensors",
-        t,
-        totals,
-        false,
-        Unit::Bytes,
-        Vec::new(),
-    );
+    let title = totals_title(&totals);
+    let on_cpu = !totals
+        .iter()
+        .any(|l| matches!(l.name, "allocated" | "reserved"));
+    let drawn = titled_chart(page, &title, t, totals, false, Unit::Bytes, Vec::new());
+    if drawn && on_cpu {
+        page.push_str(
+            "<p class=\"meta\">No allocated or reserved line: they are the CUDA caching \
+             allocator's figures, and this CPU run has no such allocator.</p>",
+        );
+    }
     let fragmentation = lines(t, &["fragmentation"]);
     titled_chart(
         page,
@@ -272,6 +274,30 @@ fn lines<'a>(t: &'a Timeline, names: &[&'a str]) -> Vec<Line<'a>> {
         .collect()
 }
 
+/// The title of the totals chart, naming the lines it draws: `Allocated, reserved and
+/// counted tensors` on CUDA, `Counted tensors and C heap` on the CPU, which has no caching
+/// allocator.
+fn totals_title(lines: &[Line]) -> String {
+    let names: Vec<&str> = lines
+        .iter()
+        .map(|l| match l.name {
+            "census" => "counted tensors",
+            "heap" => "C heap",
+            name => name,
+        })
+        .collect();
+    let listed = match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.concat(),
+    };
+    let mut chars = listed.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+/// Writes `title` and its chart, unless there is nothing to draw; whether it did.
 fn titled_chart(
     page: &mut String,
     title: &str,
@@ -280,9 +306,9 @@ fn titled_chart(
     stacked: bool,
     unit: Unit,
     markers: Vec<Marker>,
-) {
+) -> bool {
     if lines.is_empty() || t.iterations.is_empty() {
-        return;
+        return false;
     }
     let _ = write!(page, "<h3>{title}</h3>");
     chart(
@@ -297,6 +323,7 @@ fn titled_chart(
         },
         page,
     );
+    true
 }
 
 fn shares_table(page: &mut String, title: &str, bytes: &BTreeMap<String, u64>) {
