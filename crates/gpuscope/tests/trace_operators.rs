@@ -84,6 +84,10 @@ fn launched_gpu_time_is_known_exactly_when_the_trace_links_it() {
     assert!(unknown >= 1, "{unknown}");
 }
 
+/// An operator or a launch on a thread: start, end, 0 for an operator / 1 for a launch,
+/// name, GPU µs launched.
+type Span = (f64, f64, u8, String, f64);
+
 /// Each runtime call whose correlation id is that of some GPU work, found on its thread:
 /// the names of the operators and annotations enclosing it, outermost first, and the GPU
 /// time (µs) of the work with its correlation id.
@@ -110,8 +114,7 @@ fn launches(name: &str) -> Vec<(Vec<String>, f64)> {
         }
     }
     let thread = |e: &serde_json::Value| (e["pid"].to_string(), e["tid"].to_string());
-    // Per thread: (start, end, 0 for an operator / 1 for a launch, name, GPU µs).
-    let mut by_thread: HashMap<_, Vec<(f64, f64, u8, String, f64)>> = Default::default();
+    let mut by_thread: HashMap<_, Vec<Span>> = Default::default();
     for e in events.iter().filter(|e| e["ph"] == "X") {
         let c = cat(e);
         let (ts, dur) = (time(&e["ts"]), time(&e["dur"]));
