@@ -235,6 +235,17 @@ def test_stacked_chart_has_an_area_per_series(pages: dict[str, Page], name: str)
 
 
 @pytest.mark.parametrize("name", REAL)
+def test_chart_axes_name_bytes_as_the_tables_do(pages: dict[str, Page], name: str) -> None:
+    """The page's tables say MiB and GiB (binary units): so do the charts' tick labels,
+    which said MB and GB for the same numbers."""
+    svgs = re.findall(r"<svg.*?</svg>", pages[name].dom, re.DOTALL)
+    units = {u for svg in svgs for u in re.findall(r">-?[\d.]+ ([KMGT]i?B)</text>", svg)}
+    assert units and units <= {"MiB", "GiB"}, units
+    tables = re.findall(r"<td[^>]*>[\d.]+ ([KMGT]i?B)</td>", pages[name].dom)
+    assert tables and set(tables) <= {"B", "KiB", "MiB", "GiB", "TiB"}
+
+
+@pytest.mark.parametrize("name", REAL)
 def test_segment_map_draws_the_largest_segments_block_by_block(
     pages: dict[str, Page], name: str
 ) -> None:

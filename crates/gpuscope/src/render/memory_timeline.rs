@@ -114,6 +114,7 @@ pub fn html(path: &Path, t: &CategoryTimeline, out: &mut dyn Write) -> io::Resul
             lines,
             stacked: true,
             unit: Unit::Bytes,
+            iec_bytes: false,
             markers: Vec::new(),
         },
         &mut page,

@@ -66,6 +66,7 @@ pub fn html(r: &NsysReport, out: &mut dyn Write) -> io::Result<()> {
                 }],
                 stacked: false,
                 unit: Unit::Bytes,
+                iec_bytes: false,
                 markers: Vec::new(),
             },
             &mut page,

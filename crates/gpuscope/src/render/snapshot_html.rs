@@ -205,6 +205,7 @@ fn timeline(page: &mut String, r: &SnapshotReport) {
             lines,
             stacked: true,
             unit: Unit::Bytes,
+            iec_bytes: true,
             markers,
         },
         page,

@@ -59,6 +59,9 @@ pub struct Chart<'a> {
     pub stacked: bool,
     /// What the y axis measures.
     pub unit: Unit,
+    /// Bytes ticked as MiB / GiB, for a page whose tables name them so (the snapshot's),
+    /// rather than the seeds' MB / GB (the same binary units).
+    pub iec_bytes: bool,
     /// Vertical marks.
     pub markers: Vec<Marker>,
 }
@@ -93,7 +96,7 @@ pub fn chart(c: &Chart, out: &mut String) {
         RIGHT - LEFT,
         bottom - TOP
     );
-    for (value, label) in ticks(y0, y1, c.unit) {
+    for (value, label) in ticks(y0, y1, c.unit, c.iec_bytes) {
         let y = py(value);
         let _ = write!(
             out,
@@ -102,7 +105,7 @@ pub fn chart(c: &Chart, out: &mut String) {
             y + 4.0
         );
     }
-    for (value, _) in ticks(x0, x1, Unit::Count) {
+    for (value, _) in ticks(x0, x1, Unit::Count, false) {
         let x = px(value);
         let _ = write!(
             out,
@@ -236,15 +239,17 @@ fn y_range(columns: &[Vec<Option<f64>>], unit: Unit) -> (f64, f64) {
 }
 
 /// Round tick values between `lo` and `hi`, with their labels; bytes are ticked in round
-/// MB or GB.
-fn ticks(lo: f64, hi: f64, unit: Unit) -> Vec<(f64, String)> {
+/// MB or GB (MiB or GiB with `iec`).
+fn ticks(lo: f64, hi: f64, unit: Unit, iec: bool) -> Vec<(f64, String)> {
     const MIB: f64 = (1u64 << 20) as f64;
-    let (divisor, suffix) = match unit {
-        Unit::Bytes if hi >= 2048.0 * MIB => (1024.0 * MIB, " GB"),
-        Unit::Bytes => (MIB, " MB"),
-        Unit::Percent => (1.0, "%"),
-        Unit::Milliseconds => (1.0, " ms"),
-        Unit::Count | Unit::Loss | Unit::Norm => (1.0, ""),
+    let (divisor, suffix) = match (unit, iec) {
+        (Unit::Bytes, false) if hi >= 2048.0 * MIB => (1024.0 * MIB, " GB"),
+        (Unit::Bytes, false) => (MIB, " MB"),
+        (Unit::Bytes, true) if hi >= 2048.0 * MIB => (1024.0 * MIB, " GiB"),
+        (Unit::Bytes, true) => (MIB, " MiB"),
+        (Unit::Percent, _) => (1.0, "%"),
+        (Unit::Milliseconds, _) => (1.0, " ms"),
+        (Unit::Count | Unit::Loss | Unit::Norm, _) => (1.0, ""),
     };
     let (lo, hi) = (lo / divisor, hi / divisor);
     let raw = (hi - lo) / TICKS as f64;
@@ -306,14 +311,18 @@ mod tests {
 
     #[test]
     fn ticks_are_round_and_inside_the_range() {
-        let t: Vec<f64> = ticks(0.0, 97.0, Unit::Percent)
+        let t: Vec<f64> = ticks(0.0, 97.0, Unit::Percent, false)
             .into_iter()
             .map(|(v, _)| v)
             .collect();
         assert_eq!(t, vec![0.0, 20.0, 40.0, 60.0, 80.0]);
-        let gb = ticks(0.0, 8.0 * (1u64 << 30) as f64, Unit::Bytes);
+        let gb = ticks(0.0, 8.0 * (1u64 << 30) as f64, Unit::Bytes, false);
         assert_eq!(gb[1].1, "2 GB");
-        let quarter: Vec<String> = ticks(0.0, 12.0, Unit::Count)
+        let gib = ticks(0.0, 8.0 * (1u64 << 30) as f64, Unit::Bytes, true);
+        assert_eq!(gib[1].1, "2 GiB");
+        let mib = ticks(0.0, 100.0 * (1u64 << 20) as f64, Unit::Bytes, true);
+        assert_eq!(mib[1].1, "20 MiB");
+        let quarter: Vec<String> = ticks(0.0, 12.0, Unit::Count, false)
             .into_iter()
             .map(|(_, l)| l)
             .collect();
@@ -361,6 +370,7 @@ mod tests {
                 }],
                 stacked: true,
                 unit: Unit::Bytes,
+                iec_bytes: false,
                 markers: [0, 100]
                     .into_iter()
                     .map(|x| Marker {
@@ -399,6 +409,7 @@ mod tests {
                 }],
                 stacked: false,
                 unit: Unit::Count,
+                iec_bytes: false,
                 markers: Vec::new(),
             },
             &mut out,

@@ -319,6 +319,7 @@ fn titled_chart(
             lines,
             stacked,
             unit,
+            iec_bytes: false,
             markers,
         },
         page,
