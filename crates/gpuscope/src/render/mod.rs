@@ -8,6 +8,7 @@ pub mod monitor;
 pub mod nsys;
 pub mod nsys_html;
 pub mod report;
+mod short_names;
 pub mod snapshot;
 pub mod snapshot_html;
 pub mod svg;
