@@ -42,7 +42,7 @@ pub fn page_end(page: &mut String) {
 /// A table with a header row; every cell is escaped, the first column may wrap.
 pub fn table<S: AsRef<str>>(page: &mut String, header: &[&str], rows: &[Vec<S>]) {
     let first = |i: usize| (i == 0).then_some("name");
-    classed_table(page, header, rows, |_| None, first, &[]);
+    classed_table(page, header, rows, |_| None, first, (0, &[]));
 }
 
 /// A table like [`table`] whose first column names things that can run to thousands of
@@ -50,16 +50,13 @@ pub fn table<S: AsRef<str>>(page: &mut String, header: &[&str], rows: &[Vec<S>])
 /// name shows as [`short_names`] shortens it, whole in the cell's `title` (shown on
 /// hover), so that its row stays at most three lines tall.
 pub fn table_of_names<S: AsRef<str>>(page: &mut String, header: &[&str], rows: &[Vec<S>]) {
-    let names: Vec<&str> = rows
-        .iter()
-        .map(|r| r.first().map_or("", |c| c.as_ref()))
-        .collect();
     let first = |i: usize| (i == 0).then_some("name");
-    classed_table(page, header, rows, |_| None, first, &short_names(&names));
+    classed_table(page, header, rows, |_| None, first, (0, &shown(rows, 0)));
 }
 
-/// A table whose rows are named in column `name` (left-aligned, may wrap) and whose other
-/// columns are figures (right-aligned): nsys stats' tables, which name the row last.
+/// A table whose rows are named in column `name` (left-aligned, may wrap; a long name
+/// short, as in [`table_of_names`]) and whose other columns are figures (right-aligned):
+/// nsys stats' tables, which name the row last.
 pub fn table_named_by<S: AsRef<str>>(
     page: &mut String,
     header: &[&str],
@@ -67,19 +64,28 @@ pub fn table_named_by<S: AsRef<str>>(
     name: usize,
 ) {
     let class = |i: usize| Some(if i == name { "name" } else { "num" });
-    classed_table(page, header, rows, class, class, &[]);
+    classed_table(page, header, rows, class, class, (name, &shown(rows, name)));
+}
+
+/// What the cells of `column` show ([`short_names`]).
+fn shown<S: AsRef<str>>(rows: &[Vec<S>], column: usize) -> Vec<Option<String>> {
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r.get(column).map_or("", |c| c.as_ref()))
+        .collect();
+    short_names(&names)
 }
 
 /// A table whose header cells and body cells of column `i` get the classes `th(i)` and
-/// `td(i)`; every cell is escaped. Row `r`'s first cell shows `short[r]` when there is one,
-/// with the whole text in its `title`.
+/// `td(i)`; every cell is escaped. With `short` = `(column, shown)`, row `r`'s cell in that
+/// column shows `shown[r]` when there is one, with the whole text in its `title`.
 fn classed_table<S: AsRef<str>>(
     page: &mut String,
     header: &[&str],
     rows: &[Vec<S>],
     th: impl Fn(usize) -> Option<&'static str>,
     td: impl Fn(usize) -> Option<&'static str>,
-    short: &[Option<String>],
+    (column, shown): (usize, &[Option<String>]),
 ) {
     let class = |c: Option<&str>| c.map(|c| format!(" class=\"{c}\"")).unwrap_or_default();
     page.push_str("<table><tr>");
@@ -91,7 +97,11 @@ fn classed_table<S: AsRef<str>>(
         page.push_str("<tr>");
         for (i, cell) in row.iter().enumerate() {
             let cell = cell.as_ref();
-            let _ = match short.get(r).and_then(Option::as_deref).filter(|_| i == 0) {
+            let _ = match shown
+                .get(r)
+                .and_then(Option::as_deref)
+                .filter(|_| i == column)
+            {
                 Some(shown) => write!(
                     page,
                     "<td{} title=\"{}\">{}</td>",
@@ -110,6 +120,20 @@ fn classed_table<S: AsRef<str>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_named_by_its_last_column_shortens_that_column() {
+        let name = format!("void k<{}>(int&)", "float, ".repeat(40));
+        let mut page = String::new();
+        let row = vec!["12.5", "3", name.as_str()];
+        table_named_by(&mut page, &["Time (%)", "Instances", "Name"], &[row], 2);
+        let title = encode_double_quoted_attribute(&name);
+        assert!(
+            page.contains(&format!("<td class=\"name\" title=\"{title}\">k&lt;float")),
+            "{page}"
+        );
+        assert!(page.contains("<td class=\"num\">12.5</td>"), "{page}");
+    }
 
     #[test]
     fn the_whole_name_is_the_cells_title() {
