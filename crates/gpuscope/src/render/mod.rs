@@ -78,13 +78,13 @@ pub(crate) fn paragraph(
 
 /// A space [`paragraph`] never breaks a line at (textwrap splits words at ASCII spaces
 /// only) and prints as a plain one.
-const UNBROKEN_SPACE: char = '\u{a0}';
+const UNBROKEN_SPACE: &str = "\u{a0}";
 
 /// `name` as [`paragraph`] keeps it on one line: names with spaces in them
 /// (`## optimizer ##`, a record_function label) were wrapped mid-name. A name longer than
 /// the line is still cut, at the width.
 pub(crate) fn unbroken(name: &str) -> String {
-    name.replace(' ', &UNBROKEN_SPACE.to_string())
+    name.replace(' ', UNBROKEN_SPACE)
 }
 
 #[derive(serde::Serialize)]

@@ -102,7 +102,7 @@ pub fn operators(trace: &Trace, top: usize) -> Operators {
             top,
             gpu,
         ),
-        gpu_time_known: calls.gpu_ns.is_some(),
+        gpu_time_known: calls.linked_by.is_some(),
         gpu_time_linked_by: calls.linked_by,
         by_shapes: ranked(by_shapes.into_values().collect(), top, |s| s.total_us),
     }
@@ -136,6 +136,7 @@ struct Calls {
     self_ns: Vec<i64>,
     /// `None` when the trace does not link GPU work to operators.
     gpu_ns: Option<Vec<i64>>,
+    /// How it links them; `None` exactly when `gpu_ns` is.
     linked_by: Option<GpuLink>,
 }
 
@@ -153,10 +154,7 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
     let mut merged = vec![false; ops.len()];
     let mut owner: Vec<usize> = (0..ops.len()).collect();
     let mut self_ns: Vec<i64> = ops.iter().map(|&i| e.dur[i]).collect();
-    let (launched, linked_by) = match launched_gpu_time(trace, ops) {
-        Some((launched, link)) => (Some(launched), Some(link)),
-        None => (None, None),
-    };
+    let launched = launched_gpu_time(trace, ops);
     let mut gpu_ns = launched.as_ref().map(|_| vec![0i64; ops.len()]);
     for &k in &order {
         if let Some(p) = parent[k] {
@@ -167,7 +165,7 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
                 self_ns[owner[p]] -= e.dur[ops[k]];
             }
         }
-        if let (Some(gpu_ns), Some(launched)) = (&mut gpu_ns, &launched) {
+        if let (Some(gpu_ns), Some((launched, _))) = (&mut gpu_ns, &launched) {
             gpu_ns[owner[k]] += launched[k];
         }
     }
@@ -175,7 +173,7 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
         merged,
         self_ns: self_ns.into_iter().map(|ns| ns.max(0)).collect(),
         gpu_ns,
-        linked_by,
+        linked_by: launched.map(|(_, link)| link),
     }
 }
 

@@ -154,9 +154,8 @@ fn charts(page: &mut String, run: &RunReport) {
     );
     let totals = lines(t, &["allocated", "reserved", "census", "heap"]);
     let title = totals_title(&totals);
-    let on_cpu = !totals
-        .iter()
-        .any(|l| matches!(l.name, "allocated" | "reserved"));
+    // The text report's rule: no allocator figure, a CPU run.
+    let on_cpu = run.summary.end.allocated_bytes.is_none();
     let drawn = titled_chart(page, &title, t, totals, false, Unit::Bytes, Vec::new());
     if drawn && on_cpu {
         page.push_str(
