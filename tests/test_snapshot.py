@@ -132,10 +132,10 @@ def as_json(doc: Doc) -> Doc:
     return without_path(plain)
 
 
-def refused_by_cli(path: Path) -> str:
+def refused_by_cli(path: Path, *args: str) -> str:
     """Runs the CLI on a bad input: exit 2, one line on stderr starting with ``error:``, no
     traceback and no panic. Returns that line."""
-    out = gpuscope_cli("snapshot", path, "--format", "json")
+    out = gpuscope_cli("snapshot", path, "--format", "json", *args)
     assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
     assert out.stdout == ""
     assert "Traceback" not in out.stderr
@@ -146,11 +146,11 @@ def refused_by_cli(path: Path) -> str:
     return lines[0]
 
 
-def api_error(source: str | Path | bytes) -> BaseException:
+def api_error(source: str | Path | bytes, trace: bool = True) -> BaseException:
     """The exception ``analyze_snapshot`` raises on a bad input; a BadInputError or an
     OSError, never pyo3's PanicException (a BaseException) or nothing."""
     try:
-        gpuscope.analyze_snapshot(source)
+        gpuscope.analyze_snapshot(source, trace=trace)
     except BaseException as e:  # noqa: BLE001 — the point is to see which one
         assert isinstance(e, gpuscope.BadInputError | OSError), repr(e)
         assert "panicked" not in str(e)
@@ -640,6 +640,101 @@ def test_every_pickle_protocol_reads_the_same(
     assert without_path(snapshot_json(path)) == without_path(real_json[name])
 
 
+DUMP_PARTS = ("stats", "fragmentation", "now")
+TRACE_PARTS = ("trace", "peak", "stacked", "devices", "never_freed", "churn", "ooms")
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("name", REAL)
+def test_no_trace_gives_the_same_state_at_the_dump(
+    real_data: dict[str, Any],
+    real_json: dict[str, Doc],
+    tmp_path: Path,
+    name: str,
+    protocol: int,
+) -> None:
+    """``--no-trace`` (``trace=False``) on the real snapshot re-dumped with each protocol:
+    the dump's parts of the whole document, the trace's parts empty. Protocol 0 puts its
+    dict's pairs on the stack one at a time (SETITEM, no MARK), where the reader does not
+    stop: that file is read whole."""
+    path = write(tmp_path / f"p{protocol}.pickle", real_data[name], protocol)
+    whole = real_json[name]
+    assert not whole["trace_skipped"] and whole["trace"] is not None
+    for doc in (
+        snapshot_json(path, "--no-trace"),
+        gpuscope.analyze_snapshot(path, trace=False),
+        gpuscope.analyze_snapshot(path.read_bytes(), trace=False),
+    ):
+        for part in DUMP_PARTS:
+            assert as_json(doc)[part] == whole[part], part
+        if protocol == 0:
+            assert without_path(as_json(doc)) == without_path(whole)
+            continue
+        assert doc["trace_skipped"]
+        for part in TRACE_PARTS:
+            assert not doc[part], part
+        assert doc["allocator_settings"] == {}
+    text = snapshot_text(path, "--no-trace")
+    assert ("Trace not read" in text) == (protocol > 0)
+    assert ("Alive at the peak" in text) == (protocol == 0)
+    assert "Alive at the dump" in text
+
+
+def plain_values(protocol: int) -> dict[str, Any]:
+    """A value of every plain kind the protocol writes without REDUCE, so that the
+    pickle has an opcode of each argument layout."""
+    values: dict[str, Any] = {
+        "none": None,
+        "bools": [True, False],
+        "ints": [7, 300, 70000, -5, 1 << 40, -(1 << 62)],
+        "float": 1.5,
+        "short": "device",
+        "long": "x" * 300,
+        "longer": "é" * 70000,
+        "tuples": [(), (1,), (1, 2), (1, 2, 3), (1, 2, 3, 4)],
+        "nested": {"a": [{"b": ("c", [None])}]},
+    }
+    if protocol >= 3:
+        values["bytes"] = [b"\x00" * 10, b"\xff" * 300]
+    if protocol >= 4:
+        values["sets"] = [{1, 2}, frozenset({"a"})]
+    if protocol >= 5:
+        values["bytearray"] = bytearray(b"\x01\x02")
+    return values
+
+
+@pytest.mark.parametrize("protocol", [1, 2, 3, 4, 5])
+def test_no_trace_reads_past_every_kind_of_value_and_refuses_every_cut(
+    tmp_path: Path, protocol: int
+) -> None:
+    """After the trace, values of every argument layout: reading only the dump reaches
+    the end through them (the same stats as a whole read), and a file cut anywhere after
+    the point where it stops reading is refused, as a whole read refuses it."""
+    data = call_sites_snapshot()
+    data["allocator_settings"]["values"] = plain_values(protocol)
+    raw = pickle.dumps(data, protocol=protocol)
+    whole = gpuscope.analyze_snapshot(raw)
+    dump = gpuscope.analyze_snapshot(raw, trace=False)
+    assert dump["trace_skipped"] and not whole["trace_skipped"]
+    assert dump["stats"] == whole["stats"] and dump["now"] == whole["now"]
+    stop = raw.index(b"device_traces")
+    cuts = sorted({*range(stop, len(raw), 97), len(raw) - 2, len(raw) - 1})
+    for cut in cuts:
+        error = api_error(raw[:cut], trace=False)
+        assert isinstance(error, gpuscope.BadInputError), cut
+        assert "truncated" in str(error) or "ended" in str(error), (cut, str(error))
+
+
+def test_no_trace_does_not_build_what_it_reads_past(tmp_path: Path) -> None:
+    """An integer too wide for the reader after the trace: a whole read refuses it,
+    reading only the dump reads past it (it is never built)."""
+    data = call_sites_snapshot()
+    data["allocator_settings"]["huge"] = 1 << 3000
+    raw = pickle.dumps(data, protocol=4)
+    assert "wider than 64 bits" in str(api_error(raw))
+    assert gpuscope.analyze_snapshot(raw, trace=False)["trace_skipped"]
+
+
 def test_protocol_5_bytearray_is_plain_data(tmp_path: Path) -> None:
     """Protocol 5 writes a bytearray in band with BYTEARRAY8: plain data, read."""
     data = call_sites_snapshot()
@@ -676,18 +771,20 @@ def first_refused(raw: bytes) -> tuple[str, int]:
 
 def check_refused(path: Path, raw: bytes) -> None:
     """CLI, API on the path and API on the bytes all refuse the pickle, naming the opcode
-    and its offset."""
+    and its offset; also when reading only the state at the dump (``--no-trace``), which
+    reads past the trace without building it."""
     opcode, offset = first_refused(raw)
-    line = refused_by_cli(path)
-    for message in (
-        line,
-        str(api_error(path)),
-        str(api_error(raw)),
-    ):
-        assert re.search(rf"\b{opcode}\b", message), message
-        assert f"offset {offset}" in message, message
-    assert isinstance(api_error(path), gpuscope.BadInputError)
-    assert isinstance(api_error(raw), gpuscope.BadInputError)
+    for trace in (True, False):
+        line = refused_by_cli(path, *([] if trace else ["--no-trace"]))
+        for message in (
+            line,
+            str(api_error(path, trace)),
+            str(api_error(raw, trace)),
+        ):
+            assert re.search(rf"\b{opcode}\b", message), (trace, message)
+            assert f"offset {offset}" in message, (trace, message)
+        assert isinstance(api_error(path, trace), gpuscope.BadInputError)
+        assert isinstance(api_error(raw, trace), gpuscope.BadInputError)
 
 
 @pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
@@ -785,12 +882,18 @@ def bad_inputs(tmp: Path) -> dict[str, Path]:
 
 def test_bad_inputs_are_refused_cleanly(tmp_path: Path) -> None:
     """Each: exit 2 with one ``error:`` line and no traceback from the command; a
-    BadInputError (not a panic) from the API, on the path and on the bytes."""
+    BadInputError (not a panic) from the API, on the path and on the bytes. The same with
+    ``--no-trace``, but for a bad trace entry: that reading does not look into entries."""
     for kind, path in bad_inputs(tmp_path).items():
-        line = refused_by_cli(path)
-        assert path.name in line, (kind, line)
-        assert isinstance(api_error(path), gpuscope.BadInputError), kind
-        assert isinstance(api_error(path.read_bytes()), gpuscope.BadInputError), kind
+        for trace in (True, False):
+            if kind == "trace_entry_not_a_dict" and not trace:
+                doc = snapshot_json(path, "--no-trace")
+                assert doc["trace_skipped"] and doc["stats"]["segments"] == 0
+                continue
+            line = refused_by_cli(path, *([] if trace else ["--no-trace"]))
+            assert path.name in line, (kind, line)
+            assert isinstance(api_error(path, trace), gpuscope.BadInputError), kind
+            assert isinstance(api_error(path.read_bytes(), trace), gpuscope.BadInputError), kind
 
 
 def test_a_directory_or_a_missing_file_is_an_os_error(tmp_path: Path) -> None:

@@ -8,20 +8,23 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use gpuscope::analysis::snapshot::{snapshot_report, Options};
-use gpuscope::snapshot::{read_snapshot, read_snapshot_bytes};
+use gpuscope::snapshot::{read_snapshot, read_snapshot_bytes, Parts};
 
 use crate::error::IntoPy;
 
 /// The `gpuscope snapshot --format json` report of `source`: a snapshot pickle's path, or
-/// its bytes. The pickle is read without running anything in it.
+/// its bytes. The pickle is read without running anything in it; `trace=False` reads only
+/// the state at the dump (`--no-trace`).
 #[pyfunction]
-#[pyo3(signature = (source, frames=1, top=15))]
+#[pyo3(signature = (source, frames=1, top=15, *, trace=true))]
 fn analyze_snapshot(
     py: Python<'_>,
     source: &Bound<'_, PyAny>,
     frames: usize,
     top: usize,
+    trace: bool,
 ) -> PyResult<Py<PyAny>> {
+    let parts = if trace { Parts::All } else { Parts::Segments };
     let options = Options {
         frames,
         top: top.max(1),
@@ -30,12 +33,12 @@ fn analyze_snapshot(
     let (snapshot, path) = if let Ok(bytes) = source.cast::<PyBytes>() {
         let data = bytes.as_bytes();
         let snapshot = py
-            .detach(|| read_snapshot_bytes(data, "<bytes>"))
+            .detach(|| read_snapshot_bytes(data, "<bytes>", parts))
             .py_err()?;
         (snapshot, PathBuf::from("<bytes>"))
     } else if let Ok(path) = source.extract::<PathBuf>() {
         let snapshot = py
-            .detach(|| read_snapshot(&path, &mut |_, _| {}))
+            .detach(|| read_snapshot(&path, parts, &mut |_, _| {}))
             .py_err()?;
         (snapshot, path)
     } else {

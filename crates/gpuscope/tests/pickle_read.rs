@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gpuscope::pickle::{self, Pickle, PickleError, Value};
+use gpuscope::pickle::{self, Fold, Pickle, PickleError, StrId, Value};
 use one_byte::OneByte;
 
 /// Runs `python3 -c <script> <args>` and returns its standard output.
@@ -270,6 +270,57 @@ fn the_rich_object_reads_alike_in_all_six_protocols() {
         assert_eq!(p.get(root, "none"), Some(Value::None));
         assert_eq!(p.get(root, "absent"), None);
         assert_eq!(p.get(p.get(root, "ints").unwrap(), "absent"), None);
+    }
+}
+
+/// Folds nothing; stops before the outermost dict's key `.0`.
+struct StopBefore<'k>(&'k str);
+
+impl Fold for StopBefore<'_> {
+    const STOPS: bool = true;
+
+    fn fold(&mut self, _: &Pickle, _: Option<Value>, _: Value) -> Option<u32> {
+        None
+    }
+
+    fn stop_before(&mut self, p: &Pickle, key: StrId) -> bool {
+        p.str_by_id(key) == self.0
+    }
+}
+
+/// The keys of the root dict, each with its value's canonical form.
+fn root_pairs(p: &Pickle) -> Vec<(String, String)> {
+    p.as_dict(p.root())
+        .unwrap()
+        .iter()
+        .map(|&(k, v)| (p.as_str(k).unwrap().to_owned(), canon(p, v)))
+        .collect()
+}
+
+#[test]
+fn a_fold_stops_before_any_key_of_the_outermost_dict_with_what_came_before() {
+    let dir = tempfile::tempdir().unwrap();
+    for case in generate(dir.path()).iter().filter(|c| c.name == "core") {
+        let data = std::fs::read(&case.path).unwrap();
+        let whole = root_pairs(&pickle::read(&data[..]).unwrap());
+        assert!(whole.len() > 10);
+        for (k, (key, _)) in whole.iter().enumerate() {
+            let stopped = pickle::read_folding(&data[..], &mut StopBefore(key)).unwrap();
+            // Protocol 0 sets each pair as it comes (SETITEM, no MARK): no place to stop.
+            let want = if case.proto == 0 {
+                &whole[..]
+            } else {
+                &whole[..k]
+            };
+            assert_eq!(root_pairs(&stopped), want, "protocol {}: {key}", case.proto);
+            let one_byte = pickle::read_folding(OneByte(&data), &mut StopBefore(key)).unwrap();
+            assert_eq!(
+                root_pairs(&one_byte),
+                want,
+                "protocol {}: {key}",
+                case.proto
+            );
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use gpuscope::analysis::snapshot::{snapshot_report, Options};
-use gpuscope::snapshot::read_snapshot;
+use gpuscope::snapshot::{read_snapshot, Parts};
 use serde_json::Value;
 
 fn shared() -> PathBuf {
@@ -23,7 +23,7 @@ fn every_reference_figure_matches_exactly() {
     assert!(files.len() >= 2);
     for (name, want) in files {
         let path = shared().join(name);
-        let snapshot = read_snapshot(&path, &mut |_, _| {}).expect("reads");
+        let snapshot = read_snapshot(&path, Parts::All, &mut |_, _| {}).expect("reads");
         let report = snapshot_report(&snapshot, path.clone(), &Options::default());
         let got = serde_json::to_value(&report).expect("serialises");
         let stats = &got["stats"];
@@ -82,7 +82,7 @@ fn folding_while_reading_gives_the_report_of_the_plain_pickle() {
         .keys()
     {
         let path = shared().join(name);
-        let folded = read_snapshot(&path, &mut |_, _| {}).expect("reads");
+        let folded = read_snapshot(&path, Parts::All, &mut |_, _| {}).expect("reads");
         let plain = gpuscope::pickle::read_path(&path).expect("a pickle");
         let plain = gpuscope::snapshot::from_pickle(&plain).expect("a snapshot");
         assert_eq!(
@@ -92,5 +92,42 @@ fn folding_while_reading_gives_the_report_of_the_plain_pickle() {
         );
         let report = |s| serde_json::to_value(snapshot_report(s, path.clone(), &options)).unwrap();
         assert_eq!(report(&folded), report(&plain), "{name}");
+    }
+}
+
+/// `--no-trace` stops at `device_traces`: what it reports of the dump must be what the
+/// whole read reports (which the test above holds to `reference.json`), and the trace's
+/// parts must be empty and flagged as not read.
+#[test]
+fn reading_only_the_segments_gives_the_same_state_at_the_dump() {
+    for name in reference()
+        .as_object()
+        .expect("an object per snapshot")
+        .keys()
+    {
+        let path = shared().join(name);
+        let report = |parts| {
+            let snapshot = read_snapshot(&path, parts, &mut |_, _| {}).expect("reads");
+            serde_json::to_value(snapshot_report(
+                &snapshot,
+                path.clone(),
+                &Options::default(),
+            ))
+            .unwrap()
+        };
+        let (whole, dump) = (report(Parts::All), report(Parts::Segments));
+        assert_eq!(whole["trace_skipped"], false, "{name}");
+        assert_eq!(dump["trace_skipped"], true, "{name}");
+        for key in ["stats", "fragmentation", "now"] {
+            assert_eq!(dump[key], whole[key], "{name}: {key}");
+        }
+        assert_ne!(whole["trace"], Value::Null, "{name}");
+        for key in ["trace", "peak", "stacked"] {
+            assert_eq!(dump[key], Value::Null, "{name}: {key}");
+        }
+        for key in ["devices", "never_freed", "churn", "ooms"] {
+            assert_eq!(dump[key], serde_json::json!([]), "{name}: {key}");
+        }
+        assert_eq!(dump["allocator_settings"], serde_json::json!({}), "{name}");
     }
 }

@@ -7,7 +7,7 @@ use gpuscope::analysis::snapshot::{snapshot_report, Options};
 use gpuscope::model::snapshot::Snapshot;
 use gpuscope::render::snapshot as render;
 use gpuscope::render::snapshot_html;
-use gpuscope::snapshot::read_snapshot;
+use gpuscope::snapshot::{read_snapshot, Parts};
 
 use crate::args::{ReportFormat, SnapshotArgs};
 use crate::{output, Failure};
@@ -17,10 +17,11 @@ pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
         args.output.as_deref(),
         &[Some(&args.path), args.diff.as_deref()],
     )?;
-    let snapshot = read(&args.path)?;
     let width = output::text_width();
     if let Some(other) = &args.diff {
-        let d = diff(&snapshot, &read(other)?, args.frames);
+        // A comparison is of the blocks alive at each dump: the traces are not needed.
+        let before = read(&args.path, Parts::Segments)?;
+        let d = diff(&before, &read(other, Parts::Segments)?, args.frames);
         let mut out = output::open(args.output.as_deref())?;
         match args.format {
             ReportFormat::Text => render::diff_text(&args.path, other, &d, width, &mut out)?,
@@ -36,6 +37,12 @@ pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
         requests: args.request.clone(),
         ..Options::default()
     };
+    let parts = if args.no_trace {
+        Parts::Segments
+    } else {
+        Parts::All
+    };
+    let snapshot = read(&args.path, parts)?;
     let report = snapshot_report(&snapshot, args.path.clone(), &options);
     let mut out = output::open(args.output.as_deref())?;
     match args.format {
@@ -47,6 +54,10 @@ pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn read(path: &Path) -> Result<Snapshot, Failure> {
-    Ok(read_snapshot(path, &mut output::progress("reading"))?)
+fn read(path: &Path, parts: Parts) -> Result<Snapshot, Failure> {
+    Ok(read_snapshot(
+        path,
+        parts,
+        &mut output::progress("reading"),
+    )?)
 }

@@ -3,13 +3,15 @@
 //! the public API, and on failure the error must point inside the input. The same for
 //! `read_folding` with a fold that takes over every third container it is offered. Both
 //! readings must also give exactly what reading the same bytes one byte per read gives,
-//! where the reader's fast paths (which need bytes buffered ahead) never apply.
+//! where the reader's fast paths (which need bytes buffered ahead) never apply. A third
+//! reading has a fold stop before the outermost dict's key "b" (the way `--no-trace` stops
+//! before `device_traces`), reading past the rest unbuilt, under the same rules.
 
 #![no_main]
 
 use std::collections::HashSet;
 
-use gpuscope::pickle::{self, Fold, Pickle, Value};
+use gpuscope::pickle::{self, Fold, Pickle, StrId, Value};
 use libfuzzer_sys::fuzz_target;
 
 #[path = "../../tests/common/one_byte.rs"]
@@ -26,7 +28,25 @@ fuzz_target!(|data: &[u8]| {
         &folded,
         &pickle::read_folding(OneByte(data), &mut EveryThird(0)),
     );
+    let stopped = pickle::read_folding(data, &mut StopBeforeB);
+    check(data, &stopped, false);
+    same_reading(&stopped, &pickle::read_folding(OneByte(data), &mut StopBeforeB));
 });
+
+/// Takes nothing over; stops before the outermost dict's key "b".
+struct StopBeforeB;
+
+impl Fold for StopBeforeB {
+    const STOPS: bool = true;
+
+    fn fold(&mut self, _: &Pickle, _: Option<Value>, _: Value) -> Option<u32> {
+        None
+    }
+
+    fn stop_before(&mut self, p: &Pickle, key: StrId) -> bool {
+        p.str_by_id(key) == "b"
+    }
+}
 
 fn check(data: &[u8], read: &Result<Pickle, pickle::PickleError>, folding: bool) {
     match read {

@@ -2,7 +2,7 @@
 //! pickle of millions of small records (a snapshot's trace entries) need not be held as a
 //! tree before it is turned into the caller's model.
 
-use super::value::{Pickle, Value};
+use super::value::{Pickle, StrId, Value};
 
 /// Told of each list, tuple or dict as it is stored in another container: as the value
 /// of a key in a dict (SETITEM, SETITEMS, DICT) or as an item of a list (APPEND,
@@ -26,9 +26,27 @@ pub trait Fold {
     /// their being offered again (torch's lists of frames are such runs, and repeat).
     const ITEMS_ONCE: bool = false;
 
+    /// Whether [`Fold::stop_before`] may ever answer `true`; `false` lets the reader skip
+    /// asking.
+    const STOPS: bool = false;
+
     /// `value` (a list, tuple or dict, complete and readable in `pickle`) is being stored
     /// under `key` in a dict, or appended to a list when `key` is `None`.
     fn fold(&mut self, pickle: &Pickle, key: Option<Value>, value: Value) -> Option<u32>;
+
+    /// Whether to end the read before `key`, a string just read (not fetched from the
+    /// memo) where the next key of the pickle's outermost dict goes. `true` stores the
+    /// pairs before it in that dict, which becomes the result, and only reads past the
+    /// rest of the input (`scan.rs`: every opcode known and not refused, a STOP at the
+    /// end, nothing built): a caller that needs the first keys of a large pickle (a
+    /// snapshot's `segments`) does not pay for the rest. A string pushed as the second
+    /// item of a tuple or list being built right there is asked about too (a stack
+    /// machine cannot tell the two apart without reading ahead), so stop only before a
+    /// key whose value and what follows it are not needed.
+    fn stop_before(&mut self, pickle: &Pickle, key: StrId) -> bool {
+        let _ = (pickle, key);
+        false
+    }
 
     /// For a list that one run of memo references filled when it was new, and that has
     /// not changed since (`run` numbers the pickle's distinct runs; lists of one run hold

@@ -127,6 +127,23 @@ impl<R: Read> Input<R> {
         Ok(got == rest)
     }
 
+    /// Reads past the next `n` bytes; `false` if the input ends first.
+    pub(crate) fn skip(&mut self, n: u64) -> io::Result<bool> {
+        let buffered = self.buffered().len();
+        let now = usize::try_from(n).map_or(buffered, |n| n.min(buffered));
+        self.at += now;
+        let rest = n - now as u64;
+        if rest == 0 {
+            return Ok(true);
+        }
+        self.base += self.at as u64;
+        self.at = 0;
+        self.end = 0;
+        let got = io::copy(&mut (&mut self.reader).take(rest), &mut io::sink())?;
+        self.base += got;
+        Ok(got == rest)
+    }
+
     /// Reads through the next `\n` into `out` (cleared first), without the newline;
     /// `false` if the input ends before a newline.
     pub(crate) fn line(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
@@ -192,6 +209,19 @@ mod tests {
         assert_eq!(input.byte().unwrap(), Some(b'e'));
         assert_eq!(input.array::<2>().unwrap(), None);
         assert_eq!(input.pos(), 12);
+    }
+
+    #[test]
+    fn skips_count_the_offset_and_tell_a_short_input() {
+        let mut input = Input::new(Trickle(b"abcdefgh"));
+        assert_eq!(input.byte().unwrap(), Some(b'a'));
+        assert!(input.skip(3).unwrap());
+        assert_eq!(input.byte().unwrap(), Some(b'e'));
+        assert!(!input.skip(u64::MAX).unwrap());
+        assert_eq!(input.pos(), 8);
+        let mut input = Input::new(&b"abcdefgh"[..]);
+        assert!(input.skip(8).unwrap());
+        assert_eq!(input.byte().unwrap(), None);
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub(crate) struct Machine<'f, R, F: ?Sized> {
     /// and a fold that knows the run takes it over without its items ever being copied.
     /// Every opcode but SETITEMS completes the list first ([`Machine::complete_run_list`]).
     pending: Option<(SeqId, Run)>,
+    /// Set when the fold has asked to stop before the key just read
+    /// ([`Fold::stop_before`]).
+    stopping: bool,
 }
 
 /// Errors are boxed: the opcode loop's results stay a word wide on the way that succeeds.
@@ -66,6 +69,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             runs: Runs::default(),
             run_list: None,
             pending: None,
+            stopping: false,
         }
     }
 
@@ -108,6 +112,9 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
                 self.complete_run_list()?;
             }
             self.step(op)?;
+            if F::STOPS && self.stopping {
+                return self.stop_early();
+            }
         }
     }
 
@@ -358,7 +365,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
                 let text =
                     text::raw_unicode_escape(&self.scratch).map_err(|w| self.bad(w.into()))?;
                 let value = self.arena.intern(&text).map_err(|e| self.exhausted(e))?;
-                self.stack.push(value);
+                self.push_text(value);
             }
             Op::SHORT_BINUNICODE => {
                 let [len] = self.args()?;
@@ -502,6 +509,20 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             | Op::READONLY_BUFFER => return Err(self.refused()),
         }
         Ok(())
+    }
+
+    /// Ends the read before the key on top of the stack, as the fold asked: the pairs
+    /// before it go into the outermost dict, which is the result, and the rest of the
+    /// input is read past (`scan.rs`).
+    fn stop_early(mut self) -> Result<Pickle, Fail> {
+        self.stack.pop();
+        self.complete_run_list()?;
+        let root = self.dict_at(0)?;
+        self.set_items(root, 1)?;
+        self.marks.clear();
+        super::scan::check_rest(&mut self.input).map_err(Box::new)?;
+        let root = self.arena.resolve(Value::Dict(root));
+        Ok(self.arena.finish(root))
     }
 
     fn stop(mut self) -> Result<Pickle, Fail> {
@@ -815,8 +836,30 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             })
         })?;
         let value = self.arena.intern(text).map_err(|e| self.exhausted(e))?;
-        self.stack.push(value);
+        self.push_text(value);
         Ok(())
+    }
+
+    /// Pushes a string read from the input and, where the next key of the outermost dict
+    /// goes, asks the fold whether to stop before it.
+    fn push_text(&mut self, value: Value) {
+        self.stack.push(value);
+        if F::STOPS && self.at_root_key() {
+            if let Value::Str(id) = value {
+                self.stopping = self.fold.stop_before(&self.arena.pickle, id);
+            }
+        }
+    }
+
+    /// Whether the top of the stack is where the next key of the outermost dict goes, as
+    /// far as the stack shows: the dict is its first value, one MARK follows it (SETITEMS:
+    /// protocols 1 and up), and pairs fill the rest. A string that is the second item of a
+    /// tuple or list being built right there looks the same; the pickle is not read ahead
+    /// to tell (see [`Fold::stop_before`]).
+    fn at_root_key(&self) -> bool {
+        matches!(self.marks.as_slice(), [(1, _)])
+            && self.stack.len() % 2 == 0
+            && matches!(self.stack.first(), Some(Value::Dict(_)))
     }
 
     fn bytes(&mut self, len: u64) -> Step {

@@ -33,7 +33,7 @@
 //! Files: `opcodes.rs` (the table), `machine.rs` (the interpreter), `input.rs` (counted,
 //! bounded reads), `text.rs` (protocol 0's text arguments), `memo.rs`, `runs.rs`,
 //! `arena.rs` (building) and `value.rs` (the result and its accessors), `fold.rs` (the
-//! hook), `error.rs`.
+//! hook), `scan.rs` (reading past what a fold stops before), `error.rs`.
 
 mod arena;
 mod error;
@@ -43,6 +43,7 @@ mod machine;
 mod memo;
 mod opcodes;
 mod runs;
+mod scan;
 mod text;
 mod value;
 

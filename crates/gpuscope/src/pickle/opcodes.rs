@@ -26,6 +26,20 @@ impl Refusal {
     }
 }
 
+/// How an opcode's argument is laid out after it, for reading past it unread
+/// (`scan.rs`); the interpreter reads each argument in its own code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arg {
+    /// No argument.
+    None,
+    /// This many bytes.
+    Fixed(u8),
+    /// A little-endian length of this many bytes (1, 4 or 8), then that many bytes.
+    Counted(u8),
+    /// Text through a newline (protocol 0); GLOBAL's two lines are never read past.
+    Line,
+}
+
 macro_rules! opcodes {
     ($($name:ident = $byte:literal $(, $refusal:ident)?;)*) => {
         /// Every opcode of pickle protocols 0–5, named as in Python's `pickletools`.
@@ -46,13 +60,13 @@ macro_rules! opcodes {
             /// The opcode a byte stands for, if any (a table lookup: it runs for every
             /// opcode read).
             #[inline]
-            pub(crate) fn from_byte(byte: u8) -> Option<Op> {
+            pub(crate) const fn from_byte(byte: u8) -> Option<Op> {
                 const BY_BYTE: [Option<Op>; 256] = {
                     let mut table = [None; 256];
                     $(table[$byte as usize] = Some(Op::$name);)*
                     table
                 };
-                BY_BYTE[usize::from(byte)]
+                BY_BYTE[byte as usize]
             }
 
             /// The byte that stands for the opcode.
@@ -70,7 +84,7 @@ macro_rules! opcodes {
             }
 
             /// Why the reader refuses this opcode, or `None` for a data opcode.
-            pub(crate) fn refusal(self) -> Option<Refusal> {
+            pub(crate) const fn refusal(self) -> Option<Refusal> {
                 match self {
                     $($(Op::$name => Some(Refusal::$refusal),)?)*
                     #[allow(unreachable_patterns)]
@@ -156,6 +170,34 @@ opcodes! {
     BYTEARRAY8 = 0x96;
     NEXT_BUFFER = 0x97, Buffer;
     READONLY_BUFFER = 0x98, Buffer;
+}
+
+impl Op {
+    /// The layout of the opcode's argument.
+    pub(crate) const fn argument(self) -> Arg {
+        match self {
+            Op::PROTO | Op::BININT1 | Op::BINGET | Op::BINPUT | Op::EXT1 => Arg::Fixed(1),
+            Op::BININT2 | Op::EXT2 => Arg::Fixed(2),
+            Op::BININT | Op::LONG_BINGET | Op::LONG_BINPUT | Op::EXT4 => Arg::Fixed(4),
+            Op::BINFLOAT | Op::FRAME => Arg::Fixed(8),
+            Op::SHORT_BINSTRING | Op::SHORT_BINUNICODE | Op::SHORT_BINBYTES | Op::LONG1 => {
+                Arg::Counted(1)
+            }
+            Op::BINSTRING | Op::BINUNICODE | Op::BINBYTES | Op::LONG4 => Arg::Counted(4),
+            Op::BINUNICODE8 | Op::BINBYTES8 | Op::BYTEARRAY8 => Arg::Counted(8),
+            Op::INT
+            | Op::LONG
+            | Op::FLOAT
+            | Op::STRING
+            | Op::UNICODE
+            | Op::PUT
+            | Op::GET
+            | Op::PERSID
+            | Op::GLOBAL
+            | Op::INST => Arg::Line,
+            _ => Arg::None,
+        }
+    }
 }
 
 #[cfg(test)]

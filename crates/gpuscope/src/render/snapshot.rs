@@ -22,6 +22,12 @@ pub const SIZES_DIFFER: &str = "Sizes: the trace records the bytes each allocati
     for, the dump the allocator's blocks, rounded up (to 512 B at least), so a site's \
     bytes can differ between the two tables.";
 
+/// What a report read with `--no-trace` says in place of the trace's figures.
+pub const TRACE_SKIPPED: &str =
+    "Trace not read (--no-trace; trace=False in Python): this is the state at the \
+     dump only. Read the file whole for the timeline, the peak, leak candidates, churn, \
+     OOM events, annotations and allocator settings.";
+
 /// The `gpuscope.snapshot/1` document.
 pub fn json(report: &SnapshotReport, out: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::from)?;
@@ -35,7 +41,11 @@ pub fn text(r: &SnapshotReport, width: u16, out: &mut dyn Write) -> io::Result<(
     for d in &r.devices {
         device(out, d, width)?;
     }
-    if r.devices.is_empty() {
+    if r.trace_skipped {
+        writeln!(out)?;
+        paragraph(out, TRACE_SKIPPED, width)?;
+    } else if r.devices.is_empty() {
+        writeln!(out)?;
         paragraph(
             out,
             "No allocator trace in this snapshot: record one with \

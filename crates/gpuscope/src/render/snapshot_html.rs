@@ -11,7 +11,7 @@ use std::path::Path;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 
 use super::html::{page_end, page_start, table};
-use super::snapshot::{diff_sums, SIZES_DIFFER};
+use super::snapshot::{diff_sums, SIZES_DIFFER, TRACE_SKIPPED};
 use super::svg::{chart, Chart, Line, Marker};
 use super::{bytes, signed_bytes};
 use crate::analysis::snapshot::diff::SnapshotDiff;
@@ -149,6 +149,8 @@ fn state(page: &mut String, r: &SnapshotReport) {
             t.cuda_malloc_calls,
             t.cuda_free_calls
         );
+    } else if r.trace_skipped {
+        let _ = write!(page, "<p>{}</p>", text(TRACE_SKIPPED));
     } else {
         page.push_str(
             "<p>No allocator trace in this snapshot: record one with \

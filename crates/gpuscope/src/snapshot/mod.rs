@@ -3,4 +3,4 @@
 
 pub mod read;
 
-pub use read::{from_pickle, read_snapshot, read_snapshot_bytes};
+pub use read::{from_pickle, read_snapshot, read_snapshot_bytes, Parts};

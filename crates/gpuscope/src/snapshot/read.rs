@@ -28,22 +28,44 @@ use crate::pickle::{self, Fold, Pickle, PickleError, StrId, Value};
 use crate::progress::Progress;
 use crate::{Error, Result};
 
+/// How much of a snapshot to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Parts {
+    /// Everything: the segments, the trace, annotations and allocator settings.
+    #[default]
+    All,
+    /// The state at the dump only (the segments and their blocks). Reading stops at the
+    /// `device_traces` key, which torch writes after `segments`; the trace and the
+    /// annotations and settings after it are only read past, each opcode checked (known,
+    /// not refused, a STOP at the end) but nothing built, so a file cut short or holding
+    /// code is refused as by a whole read. [`Snapshot::trace_skipped`] tells whether it
+    /// stopped; a file with the trace first, or none, is read whole.
+    Segments,
+}
+
 /// Reads the snapshot at `path`; `progress` is told the bytes read so far.
-pub fn read_snapshot(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Snapshot> {
+pub fn read_snapshot(
+    path: &Path,
+    parts: Parts,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Snapshot> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let total = file.metadata().map_or(0, |m| m.len());
     let mut bytes = Progress::new(total, progress);
-    decode(bytes.reader(file), path)
+    decode(bytes.reader(file), path, parts)
 }
 
 /// Reads a snapshot from the bytes of its pickle (`pickle.dumps(torch.cuda.memory.
 /// _snapshot())`); `name` stands for the file in errors.
-pub fn read_snapshot_bytes(data: &[u8], name: &str) -> Result<Snapshot> {
-    decode(data, Path::new(name))
+pub fn read_snapshot_bytes(data: &[u8], name: &str, parts: Parts) -> Result<Snapshot> {
+    decode(data, Path::new(name), parts)
 }
 
-fn decode<R: Read>(reader: R, path: &Path) -> Result<Snapshot> {
-    let mut builder = Builder::default();
+fn decode<R: Read>(reader: R, path: &Path, parts: Parts) -> Result<Snapshot> {
+    let mut builder = Builder {
+        parts,
+        ..Builder::default()
+    };
     let pickle = pickle::read_folding(reader, &mut builder).map_err(|e| match e {
         PickleError::Io { source, .. } => Error::io(path, source),
         other => Error::bad_input(path, format!("not a readable snapshot pickle: {other}")),
@@ -142,6 +164,10 @@ const ENTRY_TOKEN: u32 = 1 << 31;
 /// memo) are converted once.
 #[derive(Default)]
 struct Builder {
+    /// What to read.
+    parts: Parts,
+    /// Whether the read stopped before `device_traces`.
+    stopped: bool,
     k: Keys,
     /// How many strings the pickle had when [`Builder::k`] was last resolved.
     strings_seen: usize,
@@ -187,6 +213,13 @@ impl Fold for Builder {
             Some(Value::Str(key)) if Some(key) == self.k.frames.0 => self.by_run.get(run as usize),
             _ => None,
         }
+    }
+
+    const STOPS: bool = true;
+
+    fn stop_before(&mut self, p: &Pickle, key: StrId) -> bool {
+        self.stopped = self.parts == Parts::Segments && p.str_by_id(key) == "device_traces";
+        self.stopped
     }
 
     fn folded_run(&mut self, _: Option<Value>, run: u32, token: u32) {
@@ -307,6 +340,7 @@ impl Builder {
             stacks: self.stacks,
             annotations,
             allocator_settings,
+            trace_skipped: self.stopped,
         })
     }
 
@@ -660,7 +694,7 @@ mod tests {
 
     #[test]
     fn a_list_of_a_known_run_changed_afterwards_is_its_own_stack() {
-        let folded = read_snapshot_bytes(SAME_RUN_THEN_EXTENDED, "<test>").unwrap();
+        let folded = read_snapshot_bytes(SAME_RUN_THEN_EXTENDED, "<test>", Parts::All).unwrap();
         let plain = from_pickle(&pickle::read(SAME_RUN_THEN_EXTENDED).unwrap()).unwrap();
         let stacks = |s: &Snapshot| -> Vec<Vec<u32>> {
             s.device_traces[0]

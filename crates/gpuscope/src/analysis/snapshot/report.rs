@@ -94,6 +94,10 @@ pub struct SnapshotReport {
     pub stats: Stats,
     /// Free memory that cannot be used.
     pub fragmentation: Fragmentation,
+    /// Whether only the state at the dump was read (`--no-trace`): `trace`, `peak`,
+    /// `never_freed`, `churn`, `ooms`, `devices`, `annotations`, `allocator_settings` and
+    /// `stacked` are then empty because they were not read, not because the file has none.
+    pub trace_skipped: bool,
     /// The trace's figures; `null` when the snapshot has no trace.
     pub trace: Option<TraceSummary>,
     /// What was alive at the peak of the device in `trace`; `null` without a trace.
@@ -263,6 +267,7 @@ pub fn snapshot_report(snapshot: &Snapshot, path: PathBuf, options: &Options) ->
         path,
         stats,
         fragmentation: fragmentation(snapshot, &options.requests),
+        trace_skipped: snapshot.trace_skipped,
         trace,
         peak,
         now,
