@@ -180,7 +180,8 @@ def exact_totals(data: dict[str, Any], block_extra: Any) -> dict[str, int]:
 
 def run_inproc(path: str, reps: int) -> dict[str, Any]:
     """Child mode: imports first (not timed), then gpuscope.analyze_snapshot(path) against
-    pickle.load + segsum, one untimed run each, then reps runs alternating the order."""
+    pickle.load + segsum, and analyze_snapshot(path, trace=False): one untimed run each, then
+    reps runs rotating the order."""
     t0 = time.perf_counter()
     import gpuscope
     import torch
@@ -438,7 +439,7 @@ def real_snapshot(
         print(f"{label:<33} {len(xs):>4} {med * 1e3:>10.1f} {span:>17} {med / g_med:>9.2f}x")
     note(
         f"(one child; imports not timed: {ip['import_s']:.2f} s; one untimed run of each "
-        f"first, then alternating; {ip['versions']}; child peak RSS {ip['vmhwm_mb']:.0f} MB; "
+        f"first, then rotating; {ip['versions']}; child peak RSS {ip['vmhwm_mb']:.0f} MB; "
         f"minor page faults per call, median: analyze_snapshot trace=False "
         f"{statistics.median(ip['faults']['dump']):,.0f}, whole "
         f"{statistics.median(ip['faults']['gpuscope']):,.0f}, pickle.load + segsum "

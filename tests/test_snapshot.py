@@ -625,6 +625,10 @@ def test_stats_agree_with_memory_viz(
 # -------------------------------------------------------------------------- protocols
 
 
+DUMP_PARTS = ("stats", "fragmentation", "now")
+TRACE_PARTS = ("trace", "peak", "stacked", "devices", "never_freed", "churn", "ooms")
+
+
 @pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
 @pytest.mark.parametrize("name", REAL)
 def test_every_pickle_protocol_reads_the_same(
@@ -635,29 +639,12 @@ def test_every_pickle_protocol_reads_the_same(
     protocol: int,
 ) -> None:
     """The real snapshot re-dumped by the standard library with each protocol (torch
-    writes 2–5; 0 and 1 are text and early binary): the same document."""
+    writes 2–5; 0 and 1 are text and early binary): the same document. With
+    ``--no-trace`` (``trace=False``), the dump's parts of it, the trace's parts empty;
+    protocol 0 puts its dict's pairs on the stack one at a time (SETITEM, no MARK), where
+    the reader does not stop: that file is read whole."""
     path = write(tmp_path / f"p{protocol}.pickle", real_data[name], protocol)
     assert without_path(snapshot_json(path)) == without_path(real_json[name])
-
-
-DUMP_PARTS = ("stats", "fragmentation", "now")
-TRACE_PARTS = ("trace", "peak", "stacked", "devices", "never_freed", "churn", "ooms")
-
-
-@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
-@pytest.mark.parametrize("name", REAL)
-def test_no_trace_gives_the_same_state_at_the_dump(
-    real_data: dict[str, Any],
-    real_json: dict[str, Doc],
-    tmp_path: Path,
-    name: str,
-    protocol: int,
-) -> None:
-    """``--no-trace`` (``trace=False``) on the real snapshot re-dumped with each protocol:
-    the dump's parts of the whole document, the trace's parts empty. Protocol 0 puts its
-    dict's pairs on the stack one at a time (SETITEM, no MARK), where the reader does not
-    stop: that file is read whole."""
-    path = write(tmp_path / f"p{protocol}.pickle", real_data[name], protocol)
     whole = real_json[name]
     assert not whole["trace_skipped"] and whole["trace"] is not None
     for doc in (

@@ -9,7 +9,7 @@
 //! takes them from there with an index and a bounds check, and goes to the reader only at
 //! the buffer's end (a `BufReader` between would add its own bookkeeping to every byte).
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 
 const BUFFER: usize = 64 * 1024;
 
@@ -110,9 +110,19 @@ impl<R: Read> Input<R> {
     /// Appends the next `n` bytes to `out`; `false` if the input ends first (`out` then
     /// holds what there was). Memory grows with the bytes read, never with `n`.
     pub(crate) fn read_n(&mut self, n: u64, out: &mut Vec<u8>) -> io::Result<bool> {
+        self.pass_n(n, out)
+    }
+
+    /// Reads past the next `n` bytes; `false` if the input ends first.
+    pub(crate) fn skip(&mut self, n: u64) -> io::Result<bool> {
+        self.pass_n(n, &mut io::sink())
+    }
+
+    /// Writes the next `n` bytes to `out`; `false` if the input ends first.
+    fn pass_n<W: Write>(&mut self, n: u64, out: &mut W) -> io::Result<bool> {
         let buffered = self.buffered();
         let now = usize::try_from(n).map_or(buffered.len(), |n| n.min(buffered.len()));
-        out.extend_from_slice(&buffered[..now]);
+        out.write_all(&buffered[..now])?;
         self.at += now;
         let rest = n - now as u64;
         if rest == 0 {
@@ -122,24 +132,7 @@ impl<R: Read> Input<R> {
         self.base += self.at as u64;
         self.at = 0;
         self.end = 0;
-        let got = (&mut self.reader).take(rest).read_to_end(out)? as u64;
-        self.base += got;
-        Ok(got == rest)
-    }
-
-    /// Reads past the next `n` bytes; `false` if the input ends first.
-    pub(crate) fn skip(&mut self, n: u64) -> io::Result<bool> {
-        let buffered = self.buffered().len();
-        let now = usize::try_from(n).map_or(buffered, |n| n.min(buffered));
-        self.at += now;
-        let rest = n - now as u64;
-        if rest == 0 {
-            return Ok(true);
-        }
-        self.base += self.at as u64;
-        self.at = 0;
-        self.end = 0;
-        let got = io::copy(&mut (&mut self.reader).take(rest), &mut io::sink())?;
+        let got = io::copy(&mut (&mut self.reader).take(rest), out)?;
         self.base += got;
         Ok(got == rest)
     }
