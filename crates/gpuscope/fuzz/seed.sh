@@ -20,6 +20,8 @@ objects = {
     'bytes': [b'', b'\x00\xff', bytearray(b'ab')],
     'sets': [{1, 2}, frozenset({'a'}), set()],
     'big': list(range(1100)),
+    # the stopping fold's key "b", with keys before and after it
+    'stop': {'a': [1, 'b'], 'b': {'x': ('b', 2)}, 'c': 'b' * 300},
 }
 loop = []
 loop.append(loop)
