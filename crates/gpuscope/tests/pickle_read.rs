@@ -320,6 +320,12 @@ fn a_fold_stops_before_any_key_of_the_outermost_dict_with_what_came_before() {
                 "protocol {}: {key}",
                 case.proto
             );
+            // Checked on a second thread: the same, and a cut at the end is still seen.
+            let checked = pickle::read_folding_checked(&data[..], &data[..], &mut StopBefore(key));
+            assert_eq!(root_pairs(&checked.unwrap()), want);
+            let cut = &data[..data.len() - 1];
+            let err = pickle::read_folding_checked(cut, cut, &mut StopBefore(key)).unwrap_err();
+            assert!(matches!(err, PickleError::MissingStop { .. }), "{err}");
         }
     }
 }

@@ -293,9 +293,9 @@ pub struct Snapshot {
     pub annotations: Vec<Annotation>,
     /// The allocator's settings as text by name, when recorded.
     pub allocator_settings: BTreeMap<String, String>,
-    /// Whether only the state at the dump was read ([`Parts::Segments`]
-    /// (crate::snapshot::Parts)): the trace, and the annotations and settings torch writes
-    /// after it, are in the file but were not read.
+    /// Whether only the state at the dump was read
+    /// ([`Parts::Segments`](crate::snapshot::Parts::Segments)): the trace, and the
+    /// annotations and settings torch writes after it, are in the file but were not read.
     pub trace_skipped: bool,
 }
 

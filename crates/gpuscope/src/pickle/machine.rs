@@ -48,6 +48,9 @@ pub(crate) struct Machine<'f, R, F: ?Sized> {
     /// Set when the fold has asked to stop before the key just read
     /// ([`Fold::stop_before`]).
     stopping: bool,
+    /// Whether the input after a stop is read past here; `false` when another reader
+    /// checks the whole input (`read_folding_checked`).
+    check_rest: bool,
 }
 
 /// Errors are boxed: the opcode loop's results stay a word wide on the way that succeeds.
@@ -70,7 +73,14 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
             run_list: None,
             pending: None,
             stopping: false,
+            check_rest: true,
         }
+    }
+
+    /// Leaves the input after a stop unread: the caller checks it.
+    pub(crate) fn rest_checked_elsewhere(mut self) -> Self {
+        self.check_rest = false;
+        self
     }
 
     pub(crate) fn run(self) -> Result<Pickle, PickleError> {
@@ -520,7 +530,9 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         let root = self.dict_at(0)?;
         self.set_items(root, 1)?;
         self.marks.clear();
-        super::scan::check_rest(&mut self.input).map_err(Box::new)?;
+        if self.check_rest {
+            super::scan::check_rest(&mut self.input).map_err(Box::new)?;
+        }
         let root = self.arena.resolve(Value::Dict(root));
         Ok(self.arena.finish(root))
     }

@@ -76,6 +76,35 @@ pub fn read_folding<R: Read, F: Fold>(
     machine::Machine::new(reader, fold).run()
 }
 
+/// [`read_folding`] for a fold that may stop early ([`Fold::stop_before`]), with the
+/// whole input checked as the rest of it would be (`scan.rs`) on a second thread from
+/// `check`, a second reader of the same bytes, while `reader` is read up to the stop: on
+/// two cores the check costs no time of its own. The reading's error comes first, as it
+/// is the earlier in the input (the check finds nothing before the stop that the reading
+/// would not); a reading that does not stop is checked all the same.
+pub fn read_folding_checked<R: Read, C: Read + Send, F: Fold>(
+    reader: R,
+    check: C,
+    fold: &mut F,
+) -> std::result::Result<Pickle, PickleError> {
+    std::thread::scope(|scope| {
+        let checking = std::thread::Builder::new()
+            .name("pickle check".into())
+            .spawn_scoped(scope, || scan::check_whole(check));
+        // Without a thread (the system refused one), the reading checks the rest itself.
+        let Ok(checking) = checking else {
+            return machine::Machine::new(reader, fold).run();
+        };
+        let read = machine::Machine::new(reader, fold)
+            .rest_checked_elsewhere()
+            .run()?;
+        match checking.join() {
+            Ok(checked) => checked.map(|()| read),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
 /// Reads the pickle file at `path`. A file that cannot be opened or read is
 /// [`Error::Io`]; one that is not a readable plain-data pickle is [`Error::BadInput`] with
 /// what is wrong and its byte offset.

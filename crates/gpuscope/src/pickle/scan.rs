@@ -12,6 +12,11 @@ use super::error::PickleError;
 use super::input::Input;
 use super::opcodes::{Arg, Op};
 
+/// Reads a whole pickle from `reader` as [`check_rest`] reads the rest of one.
+pub(crate) fn check_whole<R: Read>(reader: R) -> Result<(), PickleError> {
+    check_rest(&mut Input::new(reader))
+}
+
 /// Reads opcodes from `input` up to and including a STOP.
 pub(crate) fn check_rest<R: Read>(input: &mut Input<R>) -> Result<(), PickleError> {
     let mut line = Vec::new();

@@ -38,8 +38,10 @@ pub enum Parts {
     /// `device_traces` key, which torch writes after `segments`; the trace and the
     /// annotations and settings after it are only read past, each opcode checked (known,
     /// not refused, a STOP at the end) but nothing built, so a file cut short or holding
-    /// code is refused as by a whole read. [`Snapshot::trace_skipped`] tells whether it
-    /// stopped; a file with the trace first, or none, is read whole.
+    /// code is refused as by a whole read. That check reads the file on a second thread
+    /// while the segments are read ([`pickle::read_folding_checked`]).
+    /// [`Snapshot::trace_skipped`] tells whether it stopped; a file with the trace first,
+    /// or none, is read whole.
     Segments,
 }
 
@@ -49,24 +51,41 @@ pub fn read_snapshot(
     parts: Parts,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Snapshot> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let open = || File::open(path).map_err(|e| Error::io(path, e));
+    let file = open()?;
     let total = file.metadata().map_or(0, |m| m.len());
+    let check = match parts {
+        Parts::All => None,
+        Parts::Segments => Some(open()?),
+    };
     let mut bytes = Progress::new(total, progress);
-    decode(bytes.reader(file), path, parts)
+    decode(bytes.reader(file), check, path, parts)
 }
 
 /// Reads a snapshot from the bytes of its pickle (`pickle.dumps(torch.cuda.memory.
 /// _snapshot())`); `name` stands for the file in errors.
 pub fn read_snapshot_bytes(data: &[u8], name: &str, parts: Parts) -> Result<Snapshot> {
-    decode(data, Path::new(name), parts)
+    let check = (parts == Parts::Segments).then_some(data);
+    decode(data, check, Path::new(name), parts)
 }
 
-fn decode<R: Read>(reader: R, path: &Path, parts: Parts) -> Result<Snapshot> {
+/// Reads from `reader`; with [`Parts::Segments`], `check` is a second reader of the same
+/// bytes, which another thread reads past while `reader` is read up to the trace.
+fn decode<R: Read, C: Read + Send>(
+    reader: R,
+    check: Option<C>,
+    path: &Path,
+    parts: Parts,
+) -> Result<Snapshot> {
     let mut builder = Builder {
         parts,
         ..Builder::default()
     };
-    let pickle = pickle::read_folding(reader, &mut builder).map_err(|e| match e {
+    let read = match check {
+        Some(check) => pickle::read_folding_checked(reader, check, &mut builder),
+        None => pickle::read_folding(reader, &mut builder),
+    };
+    let pickle = read.map_err(|e| match e {
         PickleError::Io { source, .. } => Error::io(path, source),
         other => Error::bad_input(path, format!("not a readable snapshot pickle: {other}")),
     })?;
