@@ -18,7 +18,10 @@
 //!
 //! [`read_folding`] hands each container, as it is stored in another, to a [`Fold`] that
 //! may take it over (the snapshot reader turns trace entries and frame lists into its
-//! model there), so a file of a million records is never held as a tree of values.
+//! model there), so a file of a million records is never held as a tree of values. A
+//! fold may also end the read before a key of the outermost dict ([`Fold::stop_before`]):
+//! the rest is then only checked, opcode by opcode, not built (`gpuscope snapshot
+//! --no-trace`).
 //!
 //! The reader streams opcodes from any `Read`, supports every data opcode of protocols
 //! 0–5, never allocates for a length the input claims before the bytes are there, and

@@ -1,8 +1,9 @@
 //! Reads past the rest of a pickle without building anything: each opcode must be known
 //! and not refused, its argument whole, and a STOP must end it. A read that a fold ends
 //! early ([`Fold::stop_before`](super::Fold::stop_before)) runs this over the part it does
-//! not read, so that a file cut short, or holding an opcode that would run code, is still
-//! refused there. The stack is not followed: values are not built, so a pickle whose
+//! not read, or over the whole input on a second thread
+//! ([`read_folding_checked`](super::read_folding_checked)), so that a file cut short, or
+//! holding an opcode that would run code, is still refused there. The stack is not followed: values are not built, so a pickle whose
 //! unread part would not unpickle for want of a value (an underflow, a missing memo key)
 //! passes.
 
