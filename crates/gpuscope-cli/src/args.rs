@@ -226,7 +226,7 @@ pub struct SnapshotArgs {
     #[arg(long, value_name = "SNAPSHOT")]
     pub diff: Option<PathBuf>,
     /// Read only the state at the dump (segments, blocks, fragmentation, what is alive):
-    /// stops where the trace begins and only checks the rest, many times faster on
+    /// stops where the trace begins and only checks the rest, several times faster on
     /// large files; no timeline, peak, leaks, churn, OOMs or allocator settings
     #[arg(long)]
     pub no_trace: bool,

@@ -529,7 +529,6 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         self.complete_run_list()?;
         let root = self.dict_at(0)?;
         self.set_items(root, 1)?;
-        self.marks.clear();
         if self.check_rest {
             super::scan::check_rest(&mut self.input).map_err(Box::new)?;
         }
@@ -909,13 +908,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
 
     #[cold]
     fn refused(&self) -> Fail {
-        let op = self.op;
-        Box::new(PickleError::Refused {
-            opcode: op.name(),
-            byte: op.byte(),
-            reason: op.refusal().map_or("", |r| r.reason()),
-            offset: self.at,
-        })
+        Box::new(self.op.refused_at(self.at))
     }
 
     fn truncated(&self) -> Fail {

@@ -81,10 +81,10 @@ pub fn read_folding<R: Read, F: Fold>(
 
 /// [`read_folding`] for a fold that may stop early ([`Fold::stop_before`]), with the
 /// whole input checked as the rest of it would be (`scan.rs`) on a second thread from
-/// `check`, a second reader of the same bytes, while `reader` is read up to the stop: on
-/// two cores the check costs no time of its own. The reading's error comes first, as it
-/// is the earlier in the input (the check finds nothing before the stop that the reading
-/// would not); a reading that does not stop is checked all the same.
+/// `check`, a second reader of the same bytes, while `reader` is read up to the stop, so
+/// that on two cores the check overlaps the reading. The reading's error comes first, as
+/// it is the earlier in the input (the check finds nothing before the stop that the
+/// reading would not); a reading that does not stop is checked all the same.
 pub fn read_folding_checked<R: Read, C: Read + Send, F: Fold>(
     reader: R,
     check: C,

@@ -3,6 +3,8 @@
 //!
 //! Owns only the table; what each opcode does is in `machine.rs`.
 
+use super::error::PickleError;
+
 /// Why an opcode is refused: each reason is the rest of the sentence "opcode X at byte
 /// offset N …; refused".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +38,8 @@ pub(crate) enum Arg {
     Fixed(u8),
     /// A little-endian length of this many bytes (1, 4 or 8), then that many bytes.
     Counted(u8),
+    /// A little-endian signed 4-byte length, then that many bytes (BINSTRING, LONG4).
+    SignedCounted4,
     /// Text through a newline (protocol 0); GLOBAL's two lines are never read past.
     Line,
 }
@@ -173,6 +177,17 @@ opcodes! {
 }
 
 impl Op {
+    /// The error for this opcode, refused at byte `offset` (the reason is empty for a
+    /// data opcode).
+    pub(crate) fn refused_at(self, offset: u64) -> PickleError {
+        PickleError::Refused {
+            opcode: self.name(),
+            byte: self.byte(),
+            reason: self.refusal().map_or("", Refusal::reason),
+            offset,
+        }
+    }
+
     /// The layout of the opcode's argument.
     pub(crate) const fn argument(self) -> Arg {
         match self {
@@ -183,7 +198,8 @@ impl Op {
             Op::SHORT_BINSTRING | Op::SHORT_BINUNICODE | Op::SHORT_BINBYTES | Op::LONG1 => {
                 Arg::Counted(1)
             }
-            Op::BINSTRING | Op::BINUNICODE | Op::BINBYTES | Op::LONG4 => Arg::Counted(4),
+            Op::BINUNICODE | Op::BINBYTES => Arg::Counted(4),
+            Op::BINSTRING | Op::LONG4 => Arg::SignedCounted4,
             Op::BINUNICODE8 | Op::BINBYTES8 | Op::BYTEARRAY8 => Arg::Counted(8),
             Op::INT
             | Op::LONG

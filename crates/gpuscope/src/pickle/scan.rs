@@ -3,9 +3,9 @@
 //! early ([`Fold::stop_before`](super::Fold::stop_before)) runs this over the part it does
 //! not read, or over the whole input on a second thread
 //! ([`read_folding_checked`](super::read_folding_checked)), so that a file cut short, or
-//! holding an opcode that would run code, is still refused there. The stack is not followed: values are not built, so a pickle whose
-//! unread part would not unpickle for want of a value (an underflow, a missing memo key)
-//! passes.
+//! holding an opcode that would run code, is still refused there. The stack is not
+//! followed: values are not built, so a pickle whose unread part would not unpickle for
+//! want of a value (an underflow, a missing memo key) passes.
 
 use std::io::Read;
 
@@ -30,13 +30,8 @@ pub(crate) fn check_rest<R: Read>(input: &mut Input<R>) -> Result<(), PickleErro
             .map_err(io)?
             .ok_or(PickleError::MissingStop { offset: at })?;
         let op = Op::from_byte(byte).ok_or(PickleError::UnknownOpcode { byte, offset: at })?;
-        if let Some(refusal) = op.refusal() {
-            return Err(PickleError::Refused {
-                opcode: op.name(),
-                byte,
-                reason: refusal.reason(),
-                offset: at,
-            });
+        if op.refusal().is_some() {
+            return Err(op.refused_at(at));
         }
         if op == Op::STOP {
             return Ok(());
@@ -45,17 +40,19 @@ pub(crate) fn check_rest<R: Read>(input: &mut Input<R>) -> Result<(), PickleErro
             Arg::None => true,
             Arg::Fixed(n) => input.skip(n.into()).map_err(io)?,
             Arg::Line => input.line(&mut line).map_err(io)?,
-            Arg::Counted(width) => match counted(input, op, width).map_err(io)? {
-                Some(Ok(len)) => input.skip(len).map_err(io)?,
-                Some(Err(len)) => {
-                    return Err(PickleError::BadArgument {
-                        opcode: op.name(),
-                        what: format!("negative length {len}"),
-                        offset: at,
-                    })
+            arg @ (Arg::Counted(_) | Arg::SignedCounted4) => {
+                match counted(input, arg).map_err(io)? {
+                    Some(Ok(len)) => input.skip(len).map_err(io)?,
+                    Some(Err(len)) => {
+                        return Err(PickleError::BadArgument {
+                            opcode: op.name(),
+                            what: format!("negative length {len}"),
+                            offset: at,
+                        })
+                    }
+                    None => false,
                 }
-                None => false,
-            },
+            }
         };
         if !whole {
             return Err(PickleError::Truncated {
@@ -66,23 +63,17 @@ pub(crate) fn check_rest<R: Read>(input: &mut Input<R>) -> Result<(), PickleErro
     }
 }
 
-/// Reads the length before a counted argument: `None` if the input ends first, `Err`
-/// with the length if it is negative (BINSTRING's and LONG4's are signed).
-fn counted<R: Read>(
-    input: &mut Input<R>,
-    op: Op,
-    width: u8,
-) -> std::io::Result<Option<Result<u64, i64>>> {
-    Ok(match width {
-        1 => input.array::<1>()?.map(|[n]| Ok(n.into())),
-        4 => input.array::<4>()?.map(|b| {
-            let len = u32::from_le_bytes(b);
-            match op {
-                Op::BINSTRING | Op::LONG4 if len > i32::MAX as u32 => {
-                    Err(i32::from_le_bytes(b).into())
-                }
-                _ => Ok(len.into()),
-            }
+/// Reads the length before an argument laid out as `arg` (counted): `None` if the input
+/// ends first, `Err` with the length if it is negative.
+fn counted<R: Read>(input: &mut Input<R>, arg: Arg) -> std::io::Result<Option<Result<u64, i64>>> {
+    Ok(match arg {
+        Arg::Counted(1) => input.array::<1>()?.map(|[n]| Ok(n.into())),
+        Arg::Counted(4) => input
+            .array::<4>()?
+            .map(|b| Ok(u32::from_le_bytes(b).into())),
+        Arg::SignedCounted4 => input.array::<4>()?.map(|b| {
+            let len = i32::from_le_bytes(b);
+            u64::try_from(len).map_err(|_| len.into())
         }),
         _ => input.array::<8>()?.map(|b| Ok(u64::from_le_bytes(b))),
     })
@@ -98,13 +89,12 @@ const SKIPS: [u8; 256] = {
     while byte < 256 {
         if let Some(op) = Op::from_byte(byte as u8) {
             table[byte] = match op.argument() {
-                _ if op.refusal().is_some() => SLOW,
-                _ if matches!(op, Op::STOP | Op::BINSTRING | Op::LONG4) => SLOW,
+                _ if op.refusal().is_some() || matches!(op, Op::STOP) => SLOW,
                 Arg::None => 1,
                 Arg::Fixed(n) => 1 + n,
                 Arg::Counted(1) => COUNTED_1,
                 Arg::Counted(4) => COUNTED_4,
-                Arg::Counted(_) | Arg::Line => SLOW,
+                Arg::Counted(_) | Arg::SignedCounted4 | Arg::Line => SLOW,
             };
         }
         byte += 1;
@@ -130,7 +120,7 @@ fn skip_buffered<R: Read>(input: &mut Input<R>) {
         let byte = buf[i];
         // Memo fetches are three opcodes in four of a snapshot's trace. Testing for them
         // first makes the next position a predicted branch instead of a wait for the
-        // byte and then the table (this loop ran 2-3x faster on the shared snapshots).
+        // byte and then the table (bench/README.md, "--no-trace").
         if byte == BINGET {
             i += 2;
             continue;

@@ -59,24 +59,25 @@ pub fn read_snapshot(
         Parts::Segments => Some(open()?),
     };
     let mut bytes = Progress::new(total, progress);
-    decode(bytes.reader(file), check, path, parts)
+    decode(bytes.reader(file), check, path)
 }
 
 /// Reads a snapshot from the bytes of its pickle (`pickle.dumps(torch.cuda.memory.
 /// _snapshot())`); `name` stands for the file in errors.
 pub fn read_snapshot_bytes(data: &[u8], name: &str, parts: Parts) -> Result<Snapshot> {
     let check = (parts == Parts::Segments).then_some(data);
-    decode(data, check, Path::new(name), parts)
+    decode(data, check, Path::new(name))
 }
 
-/// Reads from `reader`; with [`Parts::Segments`], `check` is a second reader of the same
-/// bytes, which another thread reads past while `reader` is read up to the trace.
-fn decode<R: Read, C: Read + Send>(
-    reader: R,
-    check: Option<C>,
-    path: &Path,
-    parts: Parts,
-) -> Result<Snapshot> {
+/// Reads from `reader`, all of it ([`Parts::All`]) without `check`; with it, only the
+/// segments ([`Parts::Segments`]), while another thread reads past the whole file from
+/// `check`, a second reader of the same bytes.
+fn decode<R: Read, C: Read + Send>(reader: R, check: Option<C>, path: &Path) -> Result<Snapshot> {
+    let parts = if check.is_some() {
+        Parts::Segments
+    } else {
+        Parts::All
+    };
     let mut builder = Builder {
         parts,
         ..Builder::default()
