@@ -54,6 +54,7 @@ impl ProcessSampler {
             heap_bytes: heap_in_use(),
             cpu_percent,
             ram_percent: (total > 0).then(|| percent(self.system.used_memory(), total)),
+            ram_total_bytes: (total > 0).then_some(total),
         }
     }
 }
@@ -154,5 +155,7 @@ mod tests {
         let cpu = second.cpu_percent.unwrap();
         assert!((20.0..=250.0).contains(&cpu), "{cpu}");
         assert!((0.0..=100.0).contains(&second.ram_percent.unwrap()));
+        // The host's RAM, in bytes: more than this process holds.
+        assert!(second.ram_total_bytes.unwrap() > second.rss_bytes.unwrap());
     }
 }

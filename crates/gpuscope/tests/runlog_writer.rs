@@ -46,10 +46,12 @@ fn record(iteration: i64, allocator: Option<AllocatorStats>) -> MemoryRecord {
             heap_bytes: Some(512 * MIB),
             cpu_percent: Some(97.5),
             ram_percent: Some(40.0),
+            ram_total_bytes: Some(64 << 30),
         },
         losses: BTreeMap::from([("rendering".into(), 0.5), ("total".into(), 0.75)]),
         sections: BTreeMap::new(),
         gradients: None,
+        autocast: None,
     }
 }
 
@@ -64,6 +66,8 @@ fn cuda_figures() -> AllocatorStats {
         num_ooms: Some(0),
         device_total_bytes: Some(16384 * MIB),
         device_free_bytes: Some(15000 * MIB),
+        alloc_conf: Some("expandable_segments:True".into()),
+        expandable_segments: Some(true),
     }
 }
 

@@ -75,15 +75,10 @@ pub struct LeakAnalysis {
 
 /// Applies the rule to `records` (ordered by iteration).
 pub fn analyze(records: &[MemoryRecord]) -> LeakAnalysis {
-    let (Some(first), Some(last)) = (records.first(), records.last()) else {
+    if records.is_empty() {
         return no_verdict(None, "no records".into());
-    };
-    let span = (last.iteration - first.iteration) as f64;
-    let start = first.iteration as f64 + span * WARMUP_SHARE;
-    let window: Vec<&MemoryRecord> = records
-        .iter()
-        .filter(|r| r.iteration as f64 >= start)
-        .collect();
+    }
+    let window = window(records);
     let window_start = window.first().map(|r| r.iteration);
     if window.len() < MIN_RECORDS {
         return no_verdict(
@@ -131,6 +126,19 @@ pub fn analyze(records: &[MemoryRecord]) -> LeakAnalysis {
     }
 }
 
+/// The records after the warm-up (the first [`WARMUP_SHARE`] of the iteration range).
+pub fn window(records: &[MemoryRecord]) -> Vec<&MemoryRecord> {
+    let (Some(first), Some(last)) = (records.first(), records.last()) else {
+        return Vec::new();
+    };
+    let span = (last.iteration - first.iteration) as f64;
+    let start = first.iteration as f64 + span * WARMUP_SHARE;
+    records
+        .iter()
+        .filter(|r| r.iteration as f64 >= start)
+        .collect()
+}
+
 fn no_verdict(window_start: Option<i64>, reason: String) -> LeakAnalysis {
     LeakAnalysis {
         window_start,
@@ -143,7 +151,8 @@ fn no_verdict(window_start: Option<i64>, reason: String) -> LeakAnalysis {
     }
 }
 
-fn series_trend(points: &[(f64, f64)]) -> Option<SeriesTrend> {
+/// The trend of `(iteration, bytes)` points, with the sustained-growth test applied.
+pub fn series_trend(points: &[(f64, f64)]) -> Option<SeriesTrend> {
     let whole = theil_sen(points)?;
     let span = points.last()?.0 - points.first()?.0;
     let growth = whole.slope * span;
@@ -152,18 +161,28 @@ fn series_trend(points: &[(f64, f64)]) -> Option<SeriesTrend> {
         .then(|| theil_sen(late_points))
         .flatten();
     let level = points.first()?.1.max(0.0);
-    let sustained = growth >= MIN_GROWTH_BYTES
-        && growth >= MIN_GROWTH_SHARE * level
-        && whole.r2 >= MIN_R2
-        && late.is_some_and(|l| l.slope >= MIN_LATE_RATIO * whole.slope);
-    Some(SeriesTrend {
+    let mut trend = SeriesTrend {
         slope_bytes_per_1k_iters: whole.slope * 1000.0,
         r2: whole.r2,
         flat: whole.flat,
         late_slope_bytes_per_1k_iters: late.map(|l| l.slope * 1000.0),
         growth_bytes: growth,
-        sustained,
-    })
+        sustained: false,
+    };
+    trend.sustained =
+        growth >= MIN_GROWTH_BYTES && growth >= MIN_GROWTH_SHARE * level && trend.steady();
+    Some(trend)
+}
+
+impl SeriesTrend {
+    /// A good line (r² ≥ [`MIN_R2`]) whose growth is still going in the last third of the
+    /// window (its slope at least [`MIN_LATE_RATIO`] of the whole window's).
+    pub fn steady(&self) -> bool {
+        self.r2 >= MIN_R2
+            && self
+                .late_slope_bytes_per_1k_iters
+                .is_some_and(|late| late >= MIN_LATE_RATIO * self.slope_bytes_per_1k_iters)
+    }
 }
 
 fn verdict(trends: &BTreeMap<String, SeriesTrend>) -> LeakVerdict {

@@ -1,10 +1,12 @@
 //! Analyses: pure functions from model to result structs. They never read a file or print.
 
 pub mod advice;
+pub mod allocator_verdict;
 pub mod compare;
 pub mod gpu_peaks;
 pub mod gradients;
 pub mod health;
+pub mod host_growth;
 pub mod leak;
 pub mod losses;
 pub mod nsys;

@@ -7,10 +7,12 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::advice::{advise, fragmentation, Advice, Fragmentation};
+use super::advice::{advise, Advice};
+use super::allocator_verdict::{fragmentation, Fragmentation};
 use super::compare::{compare, Comparison};
 use super::gradients::{gradient_flow, GradientFlow};
 use super::health::{diagnose_all, DiagnosedEvent};
+use super::host_growth::{host_growth, HostGrowth};
 use super::leak::{self, LeakAnalysis};
 use super::losses::{self, LossAnalysis};
 use super::oom::{self, OomEstimate};
@@ -18,6 +20,7 @@ use super::sections::{section_trends, SectionTrend};
 use super::spread::{spread, RankSpread};
 use super::summary::{summarize, Summary};
 use super::timeline::{timeline, Timeline};
+use crate::model::oom::OomEvent;
 use crate::runlog::load::RankRecords;
 
 /// Points of each run's timeline: enough for a chart across a wide screen.
@@ -40,8 +43,12 @@ pub struct RunReport {
     pub leak: LeakAnalysis,
     /// When the device would run out of memory at the present rate.
     pub oom_estimate: Option<OomEstimate>,
-    /// Fragmentation at the end, as the seed grades it (`null` on CPU).
+    /// The allocator's unallocated reserve judged by its counters (`null` on CPU).
     pub fragmentation: Option<Fragmentation>,
+    /// Out-of-memory errors that `gpuscope.oom_guard` caught, oldest first.
+    pub oom_events: Vec<OomEvent>,
+    /// Host memory over a GPU run (`null` on CPU and without host figures).
+    pub host_memory: Option<HostGrowth>,
     /// Advice, each with the figure that triggered it.
     pub advice: Vec<Advice>,
     /// Loss phases and spikes.
@@ -109,6 +116,8 @@ fn run_report(path: &std::path::Path, rank: &RankRecords) -> Option<RunReport> {
     let last = rank.records.last()?;
     let leak = leak::analyze(&rank.records);
     let losses = losses::analyze(&rank.records);
+    let fragmentation = fragmentation(&rank.records, &rank.ooms);
+    let host_memory = host_growth(&rank.records);
     Some(RunReport {
         path: path.to_path_buf(),
         rank: rank.rank,
@@ -116,8 +125,10 @@ fn run_report(path: &std::path::Path, rank: &RankRecords) -> Option<RunReport> {
         summary: summarize(&rank.records)?,
         oom_estimate: oom::estimate(&rank.records, &leak),
         leak,
-        fragmentation: fragmentation(last),
-        advice: advise(last),
+        advice: advise(last, fragmentation.as_ref(), host_memory.as_ref()),
+        fragmentation,
+        oom_events: rank.ooms.clone(),
+        host_memory,
         sections: section_trends(&rank.records, &losses.phases),
         losses,
         skipped: rank

@@ -68,7 +68,7 @@ fn thin(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 
 /// The median, by selection (O(n)): a thinned series still has a million pairwise slopes,
 /// and sorting them was a third of a report's time.
-fn median(values: &mut [f64]) -> Option<f64> {
+pub fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
         return None;
     }

@@ -57,6 +57,19 @@ pub struct MemoryRecord {
     /// runs that do not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gradients: Option<GradientStats>,
+    /// Whether the model's forward ran under `torch.autocast` at its last call before
+    /// this record; absent when the profiler has no model or saw no forward yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autocast: Option<Autocast>,
+}
+
+/// Mixed precision as the model's forward saw it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Autocast {
+    /// `torch.is_autocast_enabled(device_type)` inside the forward.
+    pub enabled: bool,
+    /// `torch.get_autocast_dtype(device_type)` when enabled (`bfloat16`, `float16`).
+    pub dtype: Option<String>,
 }
 
 /// Gradient norms after `backward()`, before the optimizer step. Norms are L2 over the
@@ -230,6 +243,14 @@ pub struct AllocatorStats {
     pub device_total_bytes: Option<u64>,
     /// Device memory free, for every process (`mem_get_info`).
     pub device_free_bytes: Option<u64>,
+    /// The allocator's settings string (`PYTORCH_CUDA_ALLOC_CONF`, or its newer name
+    /// `PYTORCH_ALLOC_CONF`); `null` when neither is set or the record predates it.
+    #[serde(default)]
+    pub alloc_conf: Option<String>,
+    /// Whether the allocator maps segments that grow (`expandable_segments:True`); `null`
+    /// when unknown (records that predate it).
+    #[serde(default)]
+    pub expandable_segments: Option<bool>,
 }
 
 impl AllocatorStats {
@@ -259,6 +280,9 @@ pub struct SystemStats {
     pub cpu_percent: Option<f64>,
     /// Host memory in use, in percent.
     pub ram_percent: Option<f64>,
+    /// Host memory in total; `null` in records that predate it.
+    #[serde(default)]
+    pub ram_total_bytes: Option<u64>,
 }
 
 /// `part / whole` in percent, 0 when `whole` is 0.

@@ -5,6 +5,7 @@ pub mod health;
 pub mod memory;
 pub mod names;
 pub mod nsys;
+pub mod oom;
 pub mod snapshot;
 pub mod spelled;
 pub mod tensorboard;

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 
 use super::from_tensorboard::records_from_series;
 use super::names;
+use super::oom_report::read_oom_reports;
 use super::read::{read_jsonl, read_text_log, ReadRecords, Skipped};
 use crate::model::health::NonfiniteEvent;
 use crate::model::memory::MemoryRecord;
+use crate::model::oom::OomEvent;
 use crate::progress::Progress;
 use crate::tfevents::load::{load_log_dir, LoadOptions};
 use crate::tfevents::reader::is_event_file_name;
@@ -29,6 +31,9 @@ pub struct RankRecords {
     pub skipped: Vec<(PathBuf, Skipped)>,
     /// Non-finite events (`profiles/nonfinite*.jsonl` beside the records), by iteration.
     pub nonfinite: Vec<NonfiniteEvent>,
+    /// Out-of-memory errors `gpuscope.oom_guard` caught (`snapshots/oom*.txt` of the run
+    /// directory), oldest first.
+    pub ooms: Vec<OomEvent>,
 }
 
 /// Where a run's records are.
@@ -114,11 +119,13 @@ fn read_files(files: Vec<PathBuf>, progress: &mut dyn FnMut(u64, u64)) -> Result
                 skipped: skipped.collect(),
                 records: read.records,
                 nonfinite: Vec::new(),
+                ooms: Vec::new(),
             }),
         }
     }
     for r in &mut ranks {
         read_nonfinite(r)?;
+        read_ooms(r);
     }
     Ok(ranks)
 }
@@ -153,6 +160,27 @@ fn read_nonfinite(rank: &mut RankRecords) -> Result<()> {
     }
     rank.nonfinite.sort_by_key(|e| e.iteration);
     Ok(())
+}
+
+/// Adds the out-of-memory reports of the run directory whose `profiles/` holds the rank's
+/// first file; a report that cannot be read is skipped with the reason.
+fn read_ooms(rank: &mut RankRecords) {
+    let Some(run_dir) = rank
+        .files
+        .first()
+        .and_then(|f| f.parent())
+        .filter(|dir| dir.ends_with("profiles"))
+        .and_then(Path::parent)
+    else {
+        return;
+    };
+    let (events, failed) = read_oom_reports(run_dir, rank.rank);
+    rank.ooms = events;
+    rank.skipped.extend(
+        failed
+            .into_iter()
+            .map(|(path, reason)| (path, Skipped { line: 0, reason })),
+    );
 }
 
 /// Each TensorBoard run is a rank: `rank<R>` by its name, else numbered in order. A
@@ -197,6 +225,7 @@ fn read_tensorboard(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Ve
                 ),
                 skipped,
                 nonfinite: Vec::new(),
+                ooms: Vec::new(),
             }
         })
         .collect())

@@ -5,6 +5,7 @@
 pub mod from_tensorboard;
 pub mod load;
 pub mod names;
+pub mod oom_report;
 pub mod read;
 pub mod tags;
 pub mod text_block;

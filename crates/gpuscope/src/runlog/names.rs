@@ -47,6 +47,18 @@ pub fn nonfinite_report(run_dir: &Path, iteration: i64, rank: Option<u32>) -> Pa
     run_dir.join("profiles").join(name)
 }
 
+/// The rank of an out-of-memory report's file name (`oom.rank<R>.<stamp>.txt` → `Some(R)`,
+/// `oom.<stamp>.txt` → `Some(None)`), `None` for other files. Written by
+/// `gpuscope.oom_guard` into `snapshots/`.
+pub fn oom_report_rank(name: &str) -> Option<Option<u32>> {
+    let stem = name.strip_prefix("oom.")?.strip_suffix(".txt")?;
+    Some(
+        stem.strip_prefix("rank")
+            .and_then(|rest| rest.split_once('.'))
+            .and_then(|(rank, _)| rank.parse().ok()),
+    )
+}
+
 /// `profiles/tensor_profile_<YYYYmmdd_HHMMSS>[.rank<R>].log`.
 pub fn text_log(run_dir: &Path, stamp: &str, rank: Option<u32>) -> PathBuf {
     let name = match rank {

@@ -418,6 +418,7 @@ mod tests {
             losses: Default::default(),
             sections: Default::default(),
             gradients: None,
+            autocast: None,
         };
         let mut text = format_block(&r, "2026-01-28 14:02:05");
         text.push_str("junk line\n");

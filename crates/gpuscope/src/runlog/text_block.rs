@@ -139,6 +139,7 @@ mod tests {
             losses: Default::default(),
             sections: Default::default(),
             gradients: None,
+            autocast: None,
         }
     }
 

@@ -10,6 +10,7 @@ use std::io::{self, Write};
 
 use html_escape::encode_text as text;
 
+use crate::analysis::allocator_verdict::Verdict;
 use crate::analysis::compare::Comparison;
 use crate::analysis::report::{Report, RunReport};
 use crate::analysis::spread::RankSpread;
@@ -19,6 +20,7 @@ use crate::model::memory::{mb, mb_signed, percent};
 use crate::render::html::{page_end, page_start, table};
 
 use super::health::{gradients_table, nonfinite_list, sections_table};
+use super::text::{caught_oom, verdict_word};
 use crate::render::svg::{chart, Chart, Line, Marker};
 
 /// Writes the report as one HTML page.
@@ -35,6 +37,51 @@ pub fn html(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     }
     page_end(&mut page);
     out.write_all(page.as_bytes())
+}
+
+/// What the allocator's counters say, the out-of-memory errors with their iterations and
+/// the ones `oom_guard` caught, and growing host memory: near the top, since they cost
+/// batches or the run.
+fn allocator_verdict(page: &mut String, run: &RunReport) {
+    if let Some(f) = &run.fragmentation {
+        let class = match f.verdict {
+            Verdict::Fragmented | Verdict::Pressure => "leak",
+            Verdict::Cache | Verdict::None => "ok",
+        };
+        let _ = write!(
+            page,
+            "<div class=\"verdict {class}\"><b>Allocator: {}</b> — {}",
+            verdict_word(f.verdict),
+            text(&f.reason)
+        );
+        if !f.rose_at.is_empty() {
+            page.push_str("<table><tr><th>iteration</th><th>OOMs</th><th>retries</th></tr>");
+            for r in &f.rose_at {
+                let _ = write!(
+                    page,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    r.iteration, r.ooms, r.alloc_retries
+                );
+            }
+            page.push_str("</table>");
+        }
+        page.push_str("</div>");
+    }
+    for e in &run.oom_events {
+        let class = if e.impossible { "ok" } else { "leak" };
+        let _ = write!(
+            page,
+            "<div class=\"verdict {class}\">{}</div>",
+            text(&caught_oom(e))
+        );
+    }
+    if let Some(h) = run.host_memory.as_ref().filter(|h| h.growing) {
+        let _ = write!(
+            page,
+            "<div class=\"verdict leak\"><b>Host memory grows</b> — {}</div>",
+            text(&h.reason)
+        );
+    }
 }
 
 /// One start/end figure as text, `None` when not measured.
@@ -99,6 +146,7 @@ fn run_section(page: &mut String, run: &RunReport) {
         );
     }
     page.push_str("</div>");
+    allocator_verdict(page, run);
     if !run.advice.is_empty() {
         page.push_str("<ul class=\"advice\">");
         for a in &run.advice {

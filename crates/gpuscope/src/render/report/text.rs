@@ -4,20 +4,22 @@
 
 use std::io::{self, Write};
 
+use crate::analysis::allocator_verdict::Verdict;
 use crate::analysis::compare::Comparison;
 use crate::analysis::gradients::GradientFlow;
 use crate::analysis::health::DiagnosedEvent;
 use crate::analysis::leak::{LeakAnalysis, SeriesTrend};
 use crate::analysis::losses::LossAnalysis;
-use crate::analysis::report::Report;
+use crate::analysis::report::{Report, RunReport};
 use crate::analysis::sections::SectionTrend;
 use crate::analysis::spread::RankSpread;
 use crate::analysis::summary::Figures;
 use crate::model::memory::{mb, mb_signed, percent};
+use crate::model::oom::OomEvent;
 
 use super::health::{event_line, sci, verdict};
 use super::timeline;
-use crate::render::{paragraph, right_align, table, unbroken, write_table};
+use crate::render::{bytes, paragraph, right_align, table, unbroken, write_table};
 
 /// Modules listed in the gradient table; the ones that vanish or explode come first.
 const MODULE_ROWS: usize = 12;
@@ -33,6 +35,7 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
         writeln!(out, "TENSOR PROFILING SUMMARY")?;
         writeln!(out, "{RULE}")?;
         writeln!(out, "{} (rank {})", run.path.display(), run.rank)?;
+        out_of_memory(out, run, width)?;
         writeln!(out)?;
         writeln!(
             out,
@@ -111,16 +114,11 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
             paragraph(out, &line, width)?;
         }
         if let Some(f) = &run.fragmentation {
-            let split = f
-                .inactive_split_percent
-                .map(|p| format!("; inactive split blocks {p:.1}% of reserved"))
-                .unwrap_or_default();
-            let line = format!(
-                "Fragmentation at end: {:.1}% — {} (seed guide: 10–30% normal, 30–40% \
-                 moderate, >40% high){split}",
-                f.percent, f.level
-            );
+            let line = format!("Allocator: {} — {}", verdict_word(f.verdict), f.reason);
             paragraph(out, &line, width)?;
+        }
+        if let Some(h) = run.host_memory.as_ref().filter(|h| h.growing) {
+            paragraph(out, &format!("Host memory grows: {}", h.reason), width)?;
         }
         for a in &run.advice {
             let line = format!("Advice ({} = {:.1}): {}", a.figure, a.value, a.advice);
@@ -147,6 +145,63 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
         compared(out, c)?;
     }
     Ok(())
+}
+
+/// The allocator's retries and out-of-memory errors with their iterations, and the errors
+/// `oom_guard` caught: first thing under a run's name, since they cost batches.
+fn out_of_memory(out: &mut dyn Write, run: &RunReport, width: u16) -> io::Result<()> {
+    if let Some(f) = run.fragmentation.as_ref().filter(|f| !f.rose_at.is_empty()) {
+        let at: Vec<String> = f
+            .rose_at
+            .iter()
+            .map(|r| format!("{}: {}/{}", r.iteration, r.ooms, r.alloc_retries))
+            .collect();
+        let line = format!(
+            "Out of memory: {} errors and {} allocation retries ({}); OOMs/retries by \
+             iteration: {}",
+            f.ooms.unwrap_or(0),
+            f.alloc_retries.unwrap_or(0),
+            verdict_word(f.verdict),
+            at.join(", ")
+        );
+        paragraph(out, &line, width)?;
+    }
+    for e in &run.oom_events {
+        paragraph(out, &caught_oom(e), width)?;
+    }
+    Ok(())
+}
+
+/// One caught out-of-memory error in a line.
+pub(crate) fn caught_oom(e: &OomEvent) -> String {
+    let at = e
+        .iteration
+        .map(|i| format!(" at iteration {i}"))
+        .unwrap_or_default();
+    let asked = match (e.requested_bytes, e.device_total_bytes) {
+        (Some(asked), Some(total)) if e.impossible => format!(
+            ": an impossible request, {} asked of a {} device (a size bug, not memory \
+             pressure or fragmentation)",
+            bytes(asked),
+            bytes(total)
+        ),
+        (Some(asked), _) => format!(": {} asked", bytes(asked)),
+        _ => String::new(),
+    };
+    format!(
+        "Caught out-of-memory error{at}{asked} ({})",
+        e.report.display()
+    )
+}
+
+/// The verdict as the report says it.
+pub(crate) fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Cache => "cache, not fragmentation",
+        Verdict::Fragmented => "fragmentation",
+        Verdict::Pressure => "memory pressure",
+        Verdict::None => "not judged",
+    }
 }
 
 fn spread(out: &mut dyn Write, s: &RankSpread) -> io::Result<()> {

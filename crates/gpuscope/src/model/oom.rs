@@ -1,0 +1,53 @@
+//! An out-of-memory error that `gpuscope.oom_guard` caught: what was asked for, what the
+//! device has, and when.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// One caught out-of-memory error.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OomEvent {
+    /// The human report it was read from (`snapshots/oom.<stamp>.txt`).
+    pub report: PathBuf,
+    /// The iteration of the memory record taken then; `null` without a profiler.
+    pub iteration: Option<i64>,
+    /// Unix seconds of that record; `null` without a profiler.
+    pub time: Option<f64>,
+    /// The request that failed, from torch's message (`Tried to allocate 2.00 GiB`, so
+    /// to 0.01 of its unit).
+    pub requested_bytes: Option<u64>,
+    /// The device's memory in total, from the record, else torch's message.
+    pub device_total_bytes: Option<u64>,
+    /// A request larger than the whole device: no allocator setting or freed memory could
+    /// have served it, so it says nothing of fragmentation or pressure.
+    pub impossible: bool,
+    /// The first line of torch's message.
+    pub message: String,
+}
+
+impl OomEvent {
+    /// An event, `impossible` derived from the request and the device's total.
+    pub fn new(
+        report: PathBuf,
+        iteration: Option<i64>,
+        time: Option<f64>,
+        requested_bytes: Option<u64>,
+        device_total_bytes: Option<u64>,
+        message: String,
+    ) -> Self {
+        let impossible = matches!(
+            (requested_bytes, device_total_bytes),
+            (Some(asked), Some(total)) if asked > total
+        );
+        OomEvent {
+            report,
+            iteration,
+            time,
+            requested_bytes,
+            device_total_bytes,
+            impossible,
+            message,
+        }
+    }
+}
