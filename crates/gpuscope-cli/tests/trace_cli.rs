@@ -692,6 +692,296 @@ mod found_bugs {
             assert_good_events_analysed(rank, name);
         }
     }
+
+    /// A Kineto trace of `rank` whose GPU work is `(category, name, stream, start in ns
+    /// after 100 µs, duration in µs as written)`, and one cudaLaunchKernel call for the
+    /// work of correlation 1. Times are printed to the nanosecond from a real trace's
+    /// clock origin.
+    fn short_work_trace(dir: &Path, rank: u32, work: &[(&str, &str, i64, i64, &str)]) {
+        let ts = |ns: i64| {
+            let at = 4_818_916_991_000_000 + ns;
+            format!("{}.{:03}", at / 1000, at % 1000)
+        };
+        let mut events: Vec<String> = work
+            .iter()
+            .enumerate()
+            .map(|(i, (cat, name, stream, start, dur))| {
+                format!(
+                    r#"{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": 0,
+                        "tid": {stream}, "ts": {}, "dur": {dur},
+                        "args": {{"stream": {stream}, "correlation": {}}}}}"#,
+                    ts(*start),
+                    i + 1
+                )
+            })
+            .collect();
+        events.push(format!(
+            r#"{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                "tid": 1, "ts": {}, "dur": 0.6, "args": {{"correlation": 3}}}}"#,
+            ts(105_100)
+        ));
+        let doc = format!(
+            r#"{{"distributedInfo": {{"rank": {rank}}}, "traceEvents": [{}]}}"#,
+            events.join(", ")
+        );
+        std::fs::write(dir.join(format!("worker{rank}.pt.trace.json")), doc).unwrap();
+    }
+
+    /// Two ranks of sub-microsecond kernels and memsets, as a torch.compile run on an H200
+    /// has them. Rank 0, stream 7 (µs from 100; HTA's rounding after the arrow): gemm
+    /// 0–5, memset 5.2–5.9 → 6–5, fill 6.3–6.97 → 7–6 (launched at 5.1–5.7 → 6–5),
+    /// memset 7.1–7.84 → 8–7, gemm 8–12; stream 20: all-reduce 1–4, all-reduce 4.2–4.9
+    /// → 5–4. Rank 1: memset 0–5, fill 5.3–5.98 → 6–5 (launched as on rank 0), memset
+    /// 6.2–9.2 → 7–9; no communication.
+    fn two_ranks_of_short_work(dir: &Path) {
+        const ALL_REDUCE: &str = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)";
+        short_work_trace(
+            dir,
+            0,
+            &[
+                ("kernel", "gemm", 7, 100_000, "5.0"),
+                ("gpu_memset", "Memset (Device)", 7, 105_200, "0.7"),
+                ("kernel", "fill", 7, 106_300, "0.67"),
+                ("gpu_memset", "Memset (Device)", 7, 107_100, "0.74"),
+                ("kernel", "gemm", 7, 108_000, "4.0"),
+                ("kernel", ALL_REDUCE, 20, 101_000, "3.0"),
+                ("kernel", ALL_REDUCE, 20, 104_200, "0.7"),
+            ],
+        );
+        short_work_trace(
+            dir,
+            1,
+            &[
+                ("gpu_memset", "Memset (Device)", 7, 100_000, "5.0"),
+                ("gpu_memset", "Memset (Device)", 7, 106_200, "3.0"),
+                ("kernel", "fill", 7, 105_300, "0.68"),
+            ],
+        );
+    }
+
+    /// Numbers in `text` (whitespace apart) that are negative or −0.
+    fn negative_numbers(text: &str) -> Vec<&str> {
+        text.split_whitespace()
+            .map(|w| w.trim_end_matches([',', '%']))
+            .filter(|w| w.parse::<f64>().is_ok_and(|x| x.is_sign_negative()))
+            .collect()
+    }
+
+    /// Every number in `v` that is negative or −0, with where it is.
+    fn negative_figures(v: &Value, at: &str, found: &mut Vec<String>) {
+        match v {
+            Value::Number(n) if n.as_f64().is_some_and(f64::is_sign_negative) => {
+                found.push(format!("{at} = {n}"))
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    negative_figures(item, &format!("{at}[{i}]"), found);
+                }
+            }
+            Value::Object(fields) => {
+                for (k, item) in fields {
+                    negative_figures(item, &format!("{at}.{k}"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn assert_figures(t: &Value, want: [f64; 7], what: &str) {
+        let keys = [
+            "kernel_time_us",
+            "idle_time_us",
+            "compute_time_us",
+            "non_compute_time_us",
+            "idle_time_percent",
+            "compute_time_percent",
+            "non_compute_time_percent",
+        ];
+        for (key, want) in keys.iter().zip(want) {
+            let got = num(&t[*key], key);
+            assert!(
+                (got - want).abs() < 1e-9,
+                "{what} {key}: {got}, by hand {want}"
+            );
+        }
+    }
+
+    /// Was: HTA's rounding gives a sub-microsecond memset a negative duration, which
+    /// `--hta-compat` printed as a non-compute time of −3 µs and −0.006 % on an H200
+    /// torch.compile trace (HTA itself fails an assertion there); and a rank without
+    /// communication summed no kernel types to −0.0, printed "-0.0" in the ranks side by
+    /// side. Now no figure is negative, the rank's notes say what was clamped, and the
+    /// exact clock is right to the nanosecond.
+    #[test]
+    fn sub_microsecond_work_prints_no_negative_figure() {
+        let dir = tempfile::tempdir().unwrap();
+        two_ranks_of_short_work(dir.path());
+        let json = |extra: &[&str]| {
+            let mut args = vec![dir.path().as_os_str(), "--format".as_ref(), "json".as_ref()];
+            args.extend(extra.iter().map(OsStr::new));
+            json_doc(&trace(&args), &format!("json {extra:?}"))
+        };
+        for extra in [&[][..], &["--hta-compat"]] {
+            let doc = json(extra);
+            let mut found = Vec::new();
+            negative_figures(&doc, "", &mut found);
+            assert!(found.is_empty(), "{extra:?}: {found:?}");
+            let mut args = vec![dir.path().as_os_str()];
+            args.extend(extra.iter().map(OsStr::new));
+            let text = success(&trace(&args), &format!("text {extra:?}"));
+            assert!(negative_numbers(&text).is_empty(), "{extra:?}:\n{text}");
+            let side_by_side = text.split("Ranks side by side").nth(1).unwrap();
+            let rank1 = side_by_side
+                .lines()
+                .find(|l| l.trim().starts_with("1 "))
+                .unwrap();
+            assert!(
+                rank1.contains(" 0.0 "),
+                "{extra:?}: no communication: {rank1}"
+            );
+            let comm = &doc["rank_comparison"]["ranks"][1]["communication_us"];
+            let zero = comm
+                .as_f64()
+                .is_some_and(|c| c == 0.0 && c.is_sign_positive());
+            assert!(zero, "{comm}");
+        }
+
+        // HTA's figures, clamped: rank 0 spans 12 µs, busy 5 − 1 − 1 + 4 = 7 (the
+        // second memset starts with the last gemm, which absorbs it; the short
+        // all-reduces are inside the first gemm), compute 5 − 1 + 4 = 8, non-compute −1.
+        // Rank 1 spans 9, busy 5 − 1 + 2 = 6, compute −1, non-compute 7.
+        let doc = json(&["--hta-compat"]);
+        let ranks = doc["ranks"].as_array().unwrap();
+        let (r0, r1) = (&ranks[0], &ranks[1]);
+        assert_figures(
+            &r0["temporal"],
+            [12.0, 5.0, 8.0, 0.0, 500.0 / 12.0, 800.0 / 12.0, 0.0],
+            "hta rank 0",
+        );
+        assert_figures(
+            &r1["temporal"],
+            [9.0, 3.0, 0.0, 7.0, 300.0 / 9.0, 0.0, 700.0 / 9.0],
+            "hta rank 1",
+        );
+        // Communication 3 − 1 = 2 µs, under computation 3: 150 %, at most 100.
+        assert_eq!(num(&r0["comm_comp_overlap_percent"], "overlap"), 100.0);
+        // The launch call and its work both round to −1 µs: 0; the wait 7 − 5 = 2.
+        let launch = &r0["launches"];
+        assert_eq!(num(&launch["cpu_duration"]["max_us"], "cpu"), 0.0);
+        assert_eq!(num(&launch["gpu_duration"]["max_us"], "gpu"), 0.0);
+        assert_eq!(num(&launch["launch_delay"]["max_us"], "delay"), 2.0);
+        // Rank 0: two memsets, fill, an all-reduce and the launch call end before they
+        // start; rank 1: fill and its launch call.
+        for (r, n) in [(r0, "5 events"), (r1, "2 events")] {
+            let notes = r["notes"].as_array().unwrap();
+            assert_eq!(notes.len(), 1, "{notes:?}");
+            let note = notes[0].as_str().unwrap();
+            assert!(
+                note.starts_with(&format!("{n} shorter than 1 µs")),
+                "{note}"
+            );
+        }
+        let text = success(
+            &trace([dir.path().as_os_str(), "--hta-compat".as_ref()]),
+            "hta text",
+        );
+        assert_eq!(text.matches("shorter than 1 µs").count(), 2, "{text}");
+        assert!(text.contains("clamped at 0"), "{text}");
+        let page = success(
+            &trace([
+                dir.path().as_os_str(),
+                "--hta-compat".as_ref(),
+                "--format".as_ref(),
+                "html".as_ref(),
+            ]),
+            "hta html",
+        );
+        assert_eq!(page.matches("shorter than 1 µs").count(), 2, "{page}");
+
+        // The exact clock, by hand. Rank 0: busy 5 + 0.7 + 0.67 + 0.74 + 4 = 11.11 of 12
+        // (the all-reduces inside the first gemm), compute 5 + 0.67 + 4 = 9.67, the
+        // memsets 1.44. Rank 1: busy 5 + 0.68 + 3 = 8.68 of 9.2, compute 0.68.
+        let doc = json(&[]);
+        let ranks = doc["ranks"].as_array().unwrap();
+        let (r0, r1) = (&ranks[0], &ranks[1]);
+        assert_figures(
+            &r0["temporal"],
+            [
+                12.0,
+                0.89,
+                9.67,
+                1.44,
+                0.89 / 0.12,
+                9.67 / 0.12,
+                1.44 / 0.12,
+            ],
+            "exact rank 0",
+        );
+        assert_figures(
+            &r1["temporal"],
+            [
+                9.2,
+                0.52,
+                0.68,
+                8.0,
+                0.52 / 0.092,
+                0.68 / 0.092,
+                8.0 / 0.092,
+            ],
+            "exact rank 1",
+        );
+        // All 3.7 µs of communication under the first gemm.
+        assert!((num(&r0["comm_comp_overlap_percent"], "overlap") - 100.0).abs() < 1e-9);
+        let types: Vec<(&str, f64)> = r0["kernel_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| (k["kernel_type"].as_str().unwrap(), num(&k["sum_us"], "sum")))
+            .collect();
+        let want = [
+            ("COMPUTATION", 1.3 + 0.67 + 4.0),
+            ("COMPUTATION overlapping COMMUNICATION", 3.7),
+            ("MEMORY", 1.44),
+        ];
+        assert_eq!(types.len(), want.len(), "{types:?}");
+        for ((label, got), (want_label, want)) in types.iter().zip(want) {
+            assert!(
+                *label == want_label && (got - want).abs() < 1e-9,
+                "{types:?}"
+            );
+        }
+        // Stream 7's gaps, 0.2 + 0.4 + 0.13 + 0.16, are kernel waits (fill's launch came
+        // before the memset ahead of it ended); stream 20's is 0.2.
+        let idle: Vec<(i64, f64, f64)> = r0["idle_by_stream"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["stream"].as_i64().unwrap(),
+                    num(&s["host_wait_us"], "host"),
+                    num(&s["kernel_wait_us"], "kernel"),
+                )
+            })
+            .collect();
+        assert_eq!(idle.len(), 2, "{idle:?}");
+        for ((stream, host, kernel), want) in idle.iter().zip([(7, 0.89), (20, 0.2)]) {
+            assert!(
+                (*stream, *host) == (want.0, 0.0) && (kernel - want.1).abs() < 1e-9,
+                "{idle:?}"
+            );
+        }
+        for (key, want) in [
+            ("cpu_duration", 0.6),
+            ("gpu_duration", 0.67),
+            ("launch_delay", 0.6),
+        ] {
+            let got = num(&r0["launches"][key]["mean_us"], key);
+            assert!((got - want).abs() < 1e-9, "{key}: {got}");
+        }
+        assert!(r0["notes"].as_array().unwrap().is_empty(), "{r0}");
+        assert!(r1["notes"].as_array().unwrap().is_empty(), "{r1}");
+    }
 }
 
 #[test]

@@ -8,9 +8,10 @@ use gpuscope::analysis::trace::kernels::type_breakdown;
 use gpuscope::analysis::trace::launches::{launches, Launch};
 use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;
 use gpuscope::analysis::trace::queue::queue_lengths;
+use gpuscope::analysis::trace::report::report;
 use gpuscope::analysis::trace::scope::{scope, Clock};
 use gpuscope::analysis::trace::temporal::temporal;
-use gpuscope::trace::read_trace;
+use gpuscope::trace::{load_traces, read_trace};
 
 fn reference() -> serde_json::Value {
     let text = std::fs::read_to_string(common::shared_data("traces/hta_reference.json")).unwrap();
@@ -104,6 +105,87 @@ fn hta_rounding_turns_busy_time_into_idle_time() {
     assert_eq!(hta.kernel_time_us, 1.0);
     assert_eq!(hta.idle_time_us, 1.0);
     assert_eq!(hta.compute_time_us, 0.0);
+}
+
+/// What a torch.compile trace from an H200 showed: kernels and memsets of 0.67–0.74 µs at
+/// fractional-microsecond times, whose start HTA rounds up past their end rounded down.
+/// On one stream, in µs: gemm 100.0–105.0, a memset 105.2–105.9 (HTA: 106–105), fill
+/// 106.3–106.97 (HTA: 107–106), a memset 107.1–107.84 (HTA: 108–107), gemm 108.0–112.0.
+/// HTA's union keeps the first memset's negative microsecond, which comes off the busy
+/// time but not off compute: non-compute −1 µs. gpuscope keeps the other figures and
+/// says 0.
+#[test]
+fn sub_microsecond_work_gives_no_negative_figure_under_hta_rounding() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("compiled.json");
+    // Microseconds since a real trace's clock origin, printed to the nanosecond.
+    let ts = |ns: i64| {
+        let at = 4_818_916_991_000_000 + ns;
+        format!("{}.{:03}", at / 1000, at % 1000)
+    };
+    let work = |cat: &str, name: &str, start_ns: i64, dur: &str| {
+        format!(
+            r#"{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": 0, "tid": 7,
+                "ts": {}, "dur": {dur}, "args": {{"stream": 7}}}}"#,
+            ts(start_ns)
+        )
+    };
+    let events = [
+        work("kernel", "gemm", 100_000, "5.0"),
+        work("gpu_memset", "Memset (Device)", 105_200, "0.7"),
+        work("kernel", "fill", 106_300, "0.67"),
+        work("gpu_memset", "Memset (Device)", 107_100, "0.74"),
+        work("kernel", "gemm", 108_000, "4.0"),
+    ];
+    std::fs::write(
+        &path,
+        format!(r#"{{"traceEvents": [{}]}}"#, events.join(", ")),
+    )
+    .unwrap();
+    let loaded = load_traces(&path, &mut |_, _| {}).unwrap();
+
+    // HTA's figures where they can be: span 12; busy 5 − 1 − 1 + 4 = 7 (the second memset
+    // starts with the last gemm, which absorbs it) → idle 5, as HTA says; compute
+    // 5 − 1 + 4 = 8; non-compute 7 − 8 = −1 → 0.
+    let hta = &report(&loaded.traces, Clock::HtaRounded, 5)[0];
+    let t = hta.temporal.as_ref().unwrap();
+    assert_eq!(
+        [t.kernel_time_us, t.idle_time_us, t.compute_time_us],
+        [12.0, 5.0, 8.0]
+    );
+    assert!(t.non_compute_time_us == 0.0 && t.non_compute_time_us.is_sign_positive());
+    assert!(t.non_compute_time_percent == 0.0 && t.non_compute_time_percent.is_sign_positive());
+    assert!((t.idle_time_percent - 500.0 / 12.0).abs() < 1e-9);
+    // No duration is negative: the three short ones are 0, not −1.
+    for k in &hta.top_kernels {
+        assert!(k.min_us >= 0.0 && k.sum_us >= 0.0, "{k:?}");
+    }
+    let memset = hta.top_kernels.iter().find(|k| k.name == "Memset (Device)");
+    assert_eq!(memset.map(|k| (k.count, k.sum_us)), Some((2, 0.0)));
+    assert_eq!(hta.notes.len(), 1, "{:?}", hta.notes);
+    assert!(
+        hta.notes[0].starts_with("3 events shorter than 1 µs")
+            && hta.notes[0].contains("clamped at 0"),
+        "{}",
+        hta.notes[0]
+    );
+
+    // The exact clock, by hand: busy 5 + 0.7 + 0.67 + 0.74 + 4 = 11.11 of 12; compute
+    // 5 + 0.67 + 4 = 9.67; the memsets 1.44.
+    let exact = &report(&loaded.traces, Clock::Exact, 5)[0];
+    let t = exact.temporal.as_ref().unwrap();
+    let want = [12.0, 0.89, 9.67, 1.44];
+    let got = [
+        t.kernel_time_us,
+        t.idle_time_us,
+        t.compute_time_us,
+        t.non_compute_time_us,
+    ];
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() < 1e-9, "{got:?} vs {want:?}");
+    }
+    assert!((t.non_compute_time_percent - 12.0).abs() < 1e-9);
+    assert!(exact.notes.is_empty(), "{:?}", exact.notes);
 }
 
 fn reference_more() -> serde_json::Value {

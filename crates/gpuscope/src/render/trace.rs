@@ -279,6 +279,9 @@ pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result
             );
             paragraph(out, &line, width)?;
         }
+        for note in &r.notes {
+            paragraph(out, &format!("  {note}"), width)?;
+        }
         writeln!(out)?;
         writeln!(out, "GPU time (temporal breakdown)")?;
         let mut tt = table(width);

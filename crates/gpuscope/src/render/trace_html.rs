@@ -79,6 +79,9 @@ fn rank_section(page: &mut String, r: &RankReport) {
         page.push_str("</section>");
         return;
     };
+    for note in &r.notes {
+        let _ = write!(page, "<p>{}</p>", text(note));
+    }
     page.push_str("<h3>GPU time</h3>");
     table(
         page,

@@ -10,6 +10,7 @@ use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
+use super::clamp::non_negative;
 use super::scope::Scope;
 use crate::model::trace::{Trace, NONE};
 
@@ -72,7 +73,9 @@ pub fn idle_by_stream(trace: &Trace, scope: &Scope) -> Vec<StreamIdle> {
                 };
                 idle[category] += gap;
             }
-            let us = |ns: i64| ns as f64 / 1000.0;
+            // Work that overlaps the previous piece on its stream leaves a negative gap,
+            // summed as HTA sums it; a category that comes out below zero is 0.
+            let us = |ns: i64| non_negative(ns as f64 / 1000.0);
             StreamIdle {
                 stream,
                 host_wait_us: us(idle[0]),

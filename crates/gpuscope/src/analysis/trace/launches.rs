@@ -63,13 +63,13 @@ pub fn launches(trace: &Trace, scope: &Scope) -> Vec<Launch> {
         .filter(|&&i| launch_names.contains(&e.name[i]))
         .filter_map(|&call| {
             let work = *work_by_correlation.get(&e.correlation[call])?;
-            let (call_start, call_end) = scope.interval(trace, call);
-            let (work_start, work_end) = scope.interval(trace, work);
+            let (_, call_end) = scope.interval(trace, call);
+            let (work_start, _) = scope.interval(trace, work);
             Some(Launch {
                 call,
                 work,
-                cpu_ns: call_end - call_start,
-                gpu_ns: work_end - work_start,
+                cpu_ns: scope.duration(trace, call),
+                gpu_ns: scope.duration(trace, work),
                 delay_ns: (work_start - call_end).max(0),
             })
         })

@@ -3,6 +3,7 @@
 //! HTA's so the numbers can be compared; the module of each analysis says where and why
 //! it departs.
 
+pub mod clamp;
 pub mod copies;
 pub mod diff;
 pub mod gaps;

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::clamp::non_negative;
 use super::report::RankReport;
 
 /// A rank computing this much longer than the median of the ranks is a straggler.
@@ -61,12 +62,14 @@ pub fn compare_ranks(ranks: &[RankReport]) -> Option<RankComparison> {
                 rank: r.rank,
                 mean_step_us: r.steps.as_ref().map(|s| s.mean.duration_us),
                 compute_us: t.compute_time_us,
-                communication_us: r
-                    .kernel_types
-                    .iter()
-                    .filter(|k| k.kernel_type.contains("COMMUNICATION"))
-                    .map(|k| k.sum_us)
-                    .sum(),
+                // A rank without communication sums nothing: −0.0, not 0.
+                communication_us: non_negative(
+                    r.kernel_types
+                        .iter()
+                        .filter(|k| k.kernel_type.contains("COMMUNICATION"))
+                        .map(|k| k.sum_us)
+                        .sum(),
+                ),
                 idle_us: t.idle_time_us,
             })
         })

@@ -81,6 +81,8 @@ pub struct RankReport {
     pub largest_gaps: Vec<Gap>,
     /// Memory over time per device, from `profile_memory=True` traces.
     pub memory: Vec<DeviceMemory>,
+    /// What to know when reading the figures above, one sentence each.
+    pub notes: Vec<String>,
 }
 
 /// The analyses of `traces` on `clock`, listing `top` kernels by name.
@@ -118,6 +120,7 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
                 operators,
                 largest_gaps: gpu.largest_gaps,
                 memory,
+                notes: gpu.notes,
             }
         })
         .collect()
@@ -135,12 +138,15 @@ struct GpuViews {
     queue_by_stream: Vec<StreamQueue>,
     copies: Vec<CopyKind>,
     largest_gaps: Vec<Gap>,
+    notes: Vec<String>,
 }
 
 impl GpuViews {
     fn of(trace: &Trace, clock: Clock, top: usize) -> GpuViews {
         let s = scope(trace, clock);
         let launched = launches(trace, &s);
+        let calls = launched.iter().map(|l| l.call);
+        let inside_out = s.ending_before_start(trace, s.gpu.iter().copied().chain(calls));
         GpuViews {
             cut: s.cut.map(|(name, _)| trace.names.get(name).to_owned()),
             temporal: temporal(trace, &s),
@@ -152,6 +158,24 @@ impl GpuViews {
             launches: launch_stats(&launched),
             copies: copies(trace, &s),
             largest_gaps: largest_gaps(trace, &s, GAPS),
+            notes: (inside_out > 0)
+                .then(|| rounding_note(inside_out))
+                .into_iter()
+                .collect(),
         }
     }
+}
+
+/// The note on `n` events that HTA's rounding leaves ending before they start.
+fn rounding_note(n: usize) -> String {
+    let (events, round) = if n == 1 {
+        ("event", "rounds to a negative duration")
+    } else {
+        ("events", "round to negative durations")
+    };
+    format!(
+        "{n} {events} shorter than 1 µs (kernels, memsets, launch calls) {round} under HTA's \
+         rounding (start up, end down): durations, times and shares are clamped at 0, so \
+         idle, compute and non-compute may not add up to the span."
+    )
 }

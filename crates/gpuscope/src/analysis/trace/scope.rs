@@ -8,7 +8,8 @@
 //! whole ones — start up, end down — which shrinks every short kernel and opens gaps
 //! between back-to-back ones (idle time where the GPU was busy; a kernel of 0.5 µs gets a
 //! negative duration). [`Clock::HtaRounded`] reproduces that, to compare with HTA's
-//! figures; the tests show both.
+//! figures, but not HTA's impossible results: a duration, a time or a share that this
+//! rounding makes negative is 0, and the rank's notes say so. The tests show both clocks.
 
 use rustc_hash::FxHashSet;
 
@@ -66,10 +67,28 @@ impl Scope {
             .unwrap_or_else(|| KernelType::of(trace.names.get(name)))
     }
 
-    /// Duration of event `i`, ns, on this scope's clock.
+    /// Duration of event `i`, ns, on this scope's clock; 0 for an event that rounding
+    /// leaves ending before it starts (a duration cannot be negative).
     pub fn duration(&self, trace: &Trace, i: usize) -> i64 {
         let (start, end) = self.interval(trace, i);
-        end - start
+        (end - start).max(0)
+    }
+
+    /// How many of `events` end before they start on this scope's clock: under HTA's
+    /// rounding, those shorter than 1 µs whose rounded-up start passes their rounded-down
+    /// end. None on the exact clock.
+    pub fn ending_before_start(
+        &self,
+        trace: &Trace,
+        events: impl IntoIterator<Item = usize>,
+    ) -> usize {
+        events
+            .into_iter()
+            .filter(|&i| {
+                let (start, end) = self.interval(trace, i);
+                end < start
+            })
+            .count()
     }
 }
 

@@ -1,9 +1,15 @@
 //! Where the GPU's time goes, HTA's temporal breakdown: from the first GPU work to the end
 //! of the last, the time no stream is busy (idle), busy with computation kernels
 //! (compute), and busy with anything else — copies, memsets, communication — only.
+//!
+//! Under HTA's rounding, work shorter than 1 µs can end before it starts; a negative
+//! interval left on its own in a union subtracts from it, so compute or non-compute (as
+//! busy time less compute) can come out negative, as in HTA. Those figures are 0 here, and
+//! then the parts may not add up to the span.
 
 use serde::Serialize;
 
+use super::clamp::non_negative;
 use super::intervals::{length, merge, Interval};
 use super::kernel_type::KernelType;
 use super::scope::Scope;
@@ -46,10 +52,10 @@ pub fn temporal(trace: &Trace, scope: &Scope) -> Option<Temporal> {
     let span = all.last()?.1 - all.first()?.0;
     let busy_ns = length(&all);
     let compute = length(&busy(trace, scope, Some(KernelType::Computation)));
-    let us = |ns: i64| ns as f64 / 1000.0;
+    let us = |ns: i64| non_negative(ns as f64 / 1000.0);
     let percent = |ns: i64| {
         if span > 0 {
-            ns as f64 * 100.0 / span as f64
+            non_negative(ns as f64 * 100.0 / span as f64)
         } else {
             0.0
         }
