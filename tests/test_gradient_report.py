@@ -575,7 +575,7 @@ def test_html_report_charts_and_tables_of_sections_and_gradients(
 KEYS_BEFORE = {
     "path", "rank", "files", "records", "iterations", "start", "end", "window_start", "trends",
     "leak", "oom_estimate", "fragmentation", "advice", "phases", "spikes", "skipped",
-    "timeline", "sections",
+    "timeline", "sections", "oom_events", "host_memory",
 }  # fmt: skip
 
 

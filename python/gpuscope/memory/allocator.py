@@ -6,11 +6,15 @@ would claim an empty GPU. Here, no CUDA means ``None``: the record's ``allocator
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
 
-__all__ = ["allocator_stats", "cuda_device"]
+__all__ = ["alloc_conf", "allocator_stats", "cuda_device", "expandable_segments"]
+
+# torch reads the allocator's settings from the newer name first, then the CUDA one.
+ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 
 
 def cuda_device(device: torch.device) -> bool:
@@ -36,7 +40,35 @@ def allocator_stats(device: torch.device) -> dict[str, Any] | None:
         "num_ooms": _optional(stats, "num_ooms"),
         "device_total_bytes": int(total),
         "device_free_bytes": int(free),
+        "alloc_conf": alloc_conf(),
+        "expandable_segments": expandable_segments(),
     }
+
+
+def alloc_conf() -> str | None:
+    """The allocator's settings string from the environment, or ``None`` when unset."""
+    for name in ALLOC_CONF_VARS:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def expandable_segments() -> bool | None:
+    """Whether the allocator grows segments instead of splitting them: the settings torch
+    applied (which also sees ``torch.cuda.memory._set_allocator_settings``) where this
+    torch can say, else the environment's; off when the setting is absent (its default),
+    ``None`` when the settings cannot be read."""
+    getter = getattr(torch._C, "_accelerator_getAllocatorSettings", None)
+    try:
+        settings = getter() if getter is not None else alloc_conf()
+    except Exception:  # noqa: BLE001 — a private API: a change must not cost the record
+        return None
+    for option in (settings or "").split(","):
+        key, _, value = option.partition(":")
+        if key.strip() == "expandable_segments":
+            return value.strip().lower() == "true"
+    return False
 
 
 def _optional(stats: dict[str, Any], key: str) -> int | None:

@@ -31,6 +31,7 @@ import torch
 from gpuscope import _native
 from gpuscope._warnings import warn_user
 from gpuscope.memory.allocator import allocator_stats
+from gpuscope.memory.autocast import AutocastWatch
 from gpuscope.memory.census import Census, CensusTaker, scan_heap
 from gpuscope.memory.gradients import GradientFlow
 from gpuscope.memory.nonfinite import NonfiniteCheck, Policy
@@ -121,6 +122,7 @@ class MemoryProfiler:
             self.device, lambda: self._take_census().total, self._section_failed
         )
         self._gradients = GradientFlow(model, optimizer, module_depth, update_ratio)
+        self._autocast = AutocastWatch(model if self.enabled else None, self.device.type)
         self._sections.measure_memory = self.schedule.due(0)
         self._nonfinite = NonfiniteCheck(
             model, optimizer, on_nonfinite, nonfinite_history, self._write_nonfinite, self.rank
@@ -247,7 +249,8 @@ class MemoryProfiler:
             self._guarded("flushing", self._writer.flush)
 
     def close(self) -> None:
-        """Flushes and closes the files. Idempotent."""
+        """Flushes and closes the files, and removes the model's hooks. Idempotent."""
+        self._autocast.close()
         if self._writer is not None:
             self._guarded("closing", self._writer.close)
             self._writer = None
@@ -482,6 +485,8 @@ class MemoryProfiler:
             # Only runs that time sections have them, in the JSONL as here.
             **({"sections": sections} if (sections := self._sections.take()) else {}),
             **({"gradients": g} if (g := self._gradients.take()) is not None else {}),
+            # Only once the model's forward was seen.
+            **({"autocast": dict(a)} if (a := self._autocast.state) is not None else {}),
         }
 
     def _track_peaks(self, record: dict[str, Any]) -> None:
@@ -541,7 +546,13 @@ def _summary_table(summaries: list[dict[str, Any]]) -> str:
 
 
 def _empty_system() -> dict[str, Any]:
-    return {"rss_bytes": None, "heap_bytes": None, "cpu_percent": None, "ram_percent": None}
+    return {
+        "rss_bytes": None,
+        "heap_bytes": None,
+        "cpu_percent": None,
+        "ram_percent": None,
+        "ram_total_bytes": None,
+    }
 
 
 def _check_number(name: str, value: Any, *, positive: bool) -> None:
