@@ -11,10 +11,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 
 MB = 1 << 20
+
+# For tests about a machine without CUDA (a warning that it is absent, no allocator to
+# dump): skipped where CUDA is available, and said so, rather than passing for nothing.
+without_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="about a machine without CUDA")
 CATEGORY_KEYS = ("parameters", "gradients", "optimizer_state", "buffers", "activations", "other")
 
 

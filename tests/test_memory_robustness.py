@@ -33,6 +33,7 @@ from _memory_helpers import (
     profiler_files,
     read_jsonl,
     train_step,
+    without_cuda,
 )
 from torch import nn
 
@@ -451,6 +452,7 @@ def test_context_manager_closes_and_lets_errors_through(tmp_path: Path) -> None:
 # -- oom_guard and snapshots on CPU ----------------------------------------------------
 
 
+@without_cuda
 def test_oom_guard_on_cpu_reports_and_reraises(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = MLP()
@@ -507,6 +509,7 @@ def test_oom_guard_lets_other_errors_pass_without_report(tmp_path: Path) -> None
     assert profiler_files(tmp_path / "clean") == []
 
 
+@without_cuda
 def test_snapshot_at_on_cpu_warns_once_and_writes_nothing(tmp_path: Path) -> None:
     model = MLP()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)

@@ -26,6 +26,7 @@ import sys
 import textwrap
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -958,11 +959,35 @@ def test_gpuscope_trace_reads_the_ranks(ddp_run: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- NVTX
 
 
-def test_nvtx_backend_on_this_machine() -> None:
-    """torch imported, no CUDA, the ``nvtx`` package installed: ranges go through it."""
+@pytest.fixture
+def nvtx_chosen_again() -> Iterator[None]:
+    """The NVTX backend (chosen once per process) chosen again in the test and after it."""
+    gpuscope.nvtx._backend.cache_clear()
+    yield
+    gpuscope.nvtx._backend.cache_clear()
+
+
+def test_nvtx_backend_without_cuda(
+    monkeypatch: pytest.MonkeyPatch, nvtx_chosen_again: None
+) -> None:
+    """torch imported, CUDA ruled out by ``GPUSCOPE_NO_GPU``, the ``nvtx`` package installed:
+    ranges go through the package."""
     pytest.importorskip("nvtx")
-    assert not torch.cuda.is_available()
+    monkeypatch.setenv("GPUSCOPE_NO_GPU", "1")
     assert gpuscope.nvtx.backend() == "nvtx"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_nvtx_backend_with_cuda(monkeypatch: pytest.MonkeyPatch, nvtx_chosen_again: None) -> None:
+    """With CUDA, ranges go through torch.cuda.nvtx; ``GPUSCOPE_NO_GPU=nvml`` rules out
+    NVML alone, not CUDA."""
+    for value in (None, "0", "nvml"):
+        if value is None:
+            monkeypatch.delenv("GPUSCOPE_NO_GPU", raising=False)
+        else:
+            monkeypatch.setenv("GPUSCOPE_NO_GPU", value)
+        gpuscope.nvtx._backend.cache_clear()
+        assert gpuscope.nvtx.backend() == "torch.cuda.nvtx", value
 
 
 def test_nvtx_calls_run_and_pass_values_through() -> None:
@@ -1057,8 +1082,7 @@ NVTX_WITHOUT_PACKAGE = (
         """
         import json, sys
         sys.modules["nvtx"] = None  # import nvtx raises ImportError from here on
-        import torch  # present, but no CUDA on this machine
-        assert not torch.cuda.is_available()
+        import torch  # present; CUDA, if any, ruled out by GPUSCOPE_NO_GPU
         """
     )
     + NVTX_CALLS
@@ -1089,17 +1113,17 @@ NVTX_WITHOUT_TORCH = (
 )
 
 
-def run_python(code: str) -> dict[str, Any]:
-    out = run([sys.executable, "-c", code], timeout=120, env=SUBPROCESS_ENV)
+def run_python(code: str, **env: str) -> dict[str, Any]:
+    out = run([sys.executable, "-c", code], timeout=120, env={**SUBPROCESS_ENV, **env})
     assert out.returncode == 0, out.stderr[-3000:]
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
 def test_nvtx_is_a_no_op_without_a_backend() -> None:
-    """No ``nvtx`` package and no CUDA: ``backend()`` is None and every call does nothing
-    but still runs the code it wraps."""
-    result = run_python(NVTX_WITHOUT_PACKAGE)
+    """No ``nvtx`` package and no CUDA (``GPUSCOPE_NO_GPU`` rules it out on a GPU machine):
+    ``backend()`` is None and every call does nothing but still runs the code it wraps."""
+    result = run_python(NVTX_WITHOUT_PACKAGE, GPUSCOPE_NO_GPU="1")
     assert result == {
         "backend": None,
         "fn": 42,

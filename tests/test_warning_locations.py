@@ -12,6 +12,7 @@ from pathlib import Path
 
 import gpuscope
 import torch
+from _memory_helpers import without_cuda
 from torch import nn
 
 HERE = __file__
@@ -119,9 +120,8 @@ def test_with_stack_warning(tmp_path: Path) -> None:
     assert_points_here(w, "with gpuscope.profile(tmp_path, config")
 
 
+@without_cuda
 def test_oom_guard_without_cuda_warning(tmp_path: Path) -> None:
-    if torch.cuda.is_available():
-        return
     with warnings_from_gpuscope() as caught, gpuscope.oom_guard(tmp_path):
         pass
     (w,) = caught

@@ -4,7 +4,9 @@ program worth recording (seed 003).
 Neither needs torch, so a JAX or plain-CUDA program can use them: with torch imported and
 CUDA available they go through ``torch.cuda.nvtx`` and ``torch.cuda.profiler``; otherwise
 through the ``nvtx`` package and the CUDA runtime library when they are installed; with
-none of these they do nothing at all.
+none of these they do nothing at all. ``GPUSCOPE_NO_GPU`` set (to anything but ``0``,
+``false``, ``no``, ``off`` or ``nvml``, which rules out NVML alone) makes them act as if
+CUDA were absent: no ``torch.cuda``, no CUDA runtime.
 
 >>> with gpuscope.nvtx.range("forward"):                      # doctest: +SKIP
 ...     loss = model(batch)
@@ -20,6 +22,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
+import os
 import sys
 from types import ModuleType, TracebackType
 from typing import Any, Protocol, Self
@@ -71,10 +74,17 @@ class _Package:
         self.nvtx.mark(message, color=color, domain=domain)
 
 
+def _cuda_ruled_out() -> bool:
+    """Whether ``GPUSCOPE_NO_GPU`` says to act as if there were no CUDA (the values are
+    those ``gpuscope monitor`` reads)."""
+    value = os.environ.get("GPUSCOPE_NO_GPU", "").strip().lower()
+    return value not in {"", "0", "false", "no", "off", "nvml"}
+
+
 def _cuda_torch() -> ModuleType | None:
     """torch, when the program has imported it (never imported here) and has CUDA."""
     torch = sys.modules.get("torch")
-    if torch is None:
+    if torch is None or _cuda_ruled_out():
         return None
     try:
         return torch if torch.cuda.is_available() else None
@@ -161,7 +171,7 @@ def _profiler_calls() -> tuple[Any, Any] | None:
     torch = _cuda_torch()
     if torch is not None:
         return torch.cuda.profiler.start, torch.cuda.profiler.stop
-    lib = _cudart()
+    lib = None if _cuda_ruled_out() else _cudart()
     if lib is None:
         return None
     return lib.cudaProfilerStart, lib.cudaProfilerStop

@@ -1,6 +1,7 @@
-//! `gpuscope monitor` as a user runs it: on this machine, which really has no NVML and no
-//! nvidia-smi; with a stand-in `nvidia-smi` on PATH; on saved nvidia-smi outputs; its
-//! logs read back (JSONL, CSV, TensorBoard through `gpuscope tb`); and Ctrl-C.
+//! `gpuscope monitor` as a user runs it: without a GPU source (`GPUSCOPE_NO_GPU` rules
+//! NVML, or NVML and nvidia-smi, out, so these tests mean the same on a GPU machine); with
+//! a stand-in `nvidia-smi` on PATH; with whatever this machine has; on saved nvidia-smi
+//! outputs; its logs read back (JSONL, CSV, TensorBoard through `gpuscope tb`); and Ctrl-C.
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -24,32 +25,26 @@ fn gpuscope() -> Command {
     Command::cargo_bin("gpuscope").unwrap()
 }
 
-/// A machine with an NVIDIA driver: the no-GPU tests do not apply there.
-fn has_driver() -> bool {
-    Path::new("/proc/driver/nvidia").exists()
-}
-
-/// `gpuscope monitor ARGS` with PATH reduced to `path` (no nvidia-smi unless put there).
-fn monitor_with_path(path: &Path, args: &[&str]) -> Output {
-    gpuscope()
-        .arg("monitor")
-        .args(args)
-        .env("PATH", path)
-        .output()
-        .unwrap()
+/// `gpuscope monitor ARGS` with PATH reduced to `path` (no nvidia-smi unless put there)
+/// and `GPUSCOPE_NO_GPU` as given (`None`: unset).
+fn monitor_with_path(path: &Path, no_gpu: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = gpuscope();
+    cmd.arg("monitor").args(args).env("PATH", path);
+    match no_gpu {
+        Some(value) => cmd.env("GPUSCOPE_NO_GPU", value),
+        None => cmd.env_remove("GPUSCOPE_NO_GPU"),
+    };
+    cmd.output().unwrap()
 }
 
 #[test]
-fn without_nvml_and_nvidia_smi_it_shows_the_host_and_exits_0() {
-    if has_driver() {
-        return;
-    }
+fn without_a_gpu_source_it_shows_the_host_and_exits_0() {
     let empty = tempfile::tempdir().unwrap();
-    let out = monitor_with_path(empty.path(), &["--once"]);
+    let out = monitor_with_path(empty.path(), Some("1"), &["--once"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stderr),
-        "no NVIDIA GPU found: NVML not loadable, nvidia-smi not on PATH\n"
+        "no NVIDIA GPU found: NVML and nvidia-smi not tried (GPUSCOPE_NO_GPU=1)\n"
     );
     let stdout = text(&out.stdout);
     assert!(stdout.starts_with("Host CPU "), "{stdout}");
@@ -58,14 +53,72 @@ fn without_nvml_and_nvidia_smi_it_shows_the_host_and_exits_0() {
 }
 
 #[test]
-fn require_gpu_makes_no_gpu_exit_2_with_one_line() {
-    if has_driver() {
-        return;
-    }
+fn gpuscope_no_gpu_does_not_start_nvidia_smi() {
+    let dir = tempfile::tempdir().unwrap();
+    let asked = dir.path().join("asked");
+    fake_nvidia_smi(
+        dir.path(),
+        &format!(
+            ": > '{}'; /bin/cat '{}'",
+            asked.display(),
+            shared(EXPORTER_CSV).display()
+        ),
+    );
+    let out = monitor_with_path(dir.path(), Some("yes"), &["--once", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let sample: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sample["source"], "none");
+    assert!(sample["gpus"].as_array().unwrap().is_empty());
+    assert!(!asked.exists(), "nvidia-smi was started");
+}
+
+#[test]
+fn without_nvml_and_nvidia_smi_the_line_names_both() {
     let empty = tempfile::tempdir().unwrap();
-    let out = monitor_with_path(empty.path(), &["--once", "--require-gpu"]);
+    let out = monitor_with_path(empty.path(), Some("nvml"), &["--once"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "no NVIDIA GPU found: NVML not tried (GPUSCOPE_NO_GPU=nvml), nvidia-smi not on PATH\n"
+    );
+}
+
+/// Whatever this machine has: NVML when it loads (a GPU machine), else the line that says
+/// it did not load. Either way the sample's `source` and the line agree.
+#[test]
+fn detection_on_this_machine_uses_nvml_when_it_loads() {
+    let empty = tempfile::tempdir().unwrap();
+    for off in [None, Some("0"), Some("off")] {
+        let out = monitor_with_path(empty.path(), off, &["--once", "--format", "json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let sample: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let gpus = sample["gpus"].as_array().unwrap();
+        if sample["source"] == "nvml" {
+            assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+            assert!(!gpus.is_empty());
+            assert!(gpus[0]["memory_total_bytes"].as_u64().unwrap() > 0);
+        } else {
+            assert_eq!(sample["source"], "none");
+            assert!(gpus.is_empty());
+            let stderr = text(&out.stderr);
+            assert!(
+                stderr.starts_with("no NVIDIA GPU found: NVML ") && !stderr.contains("not tried"),
+                "{stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn require_gpu_makes_no_gpu_exit_2_with_one_line() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = monitor_with_path(empty.path(), Some("1"), &["--once", "--require-gpu"]);
     let err = one_error_line(&out);
-    assert!(err.starts_with("error: no NVIDIA GPU found: NVML not loadable"));
+    assert_eq!(
+        err,
+        "error: no NVIDIA GPU found: NVML and nvidia-smi not tried (GPUSCOPE_NO_GPU=1) \
+         (--require-gpu was given)\n"
+    );
 }
 
 /// A stand-in for the driver's nvidia-smi (not for the code under test): `--query-gpu`
@@ -80,9 +133,6 @@ fn fake_nvidia_smi(dir: &Path, body: &str) {
 
 #[test]
 fn nvidia_smi_on_path_is_the_fallback() {
-    if has_driver() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let csv = shared(EXPORTER_CSV);
     fake_nvidia_smi(
@@ -95,7 +145,7 @@ fn nvidia_smi_on_path_is_the_fallback() {
             csv.display()
         ),
     );
-    let out = monitor_with_path(dir.path(), &["--once", "--format", "json"]);
+    let out = monitor_with_path(dir.path(), Some("nvml"), &["--once", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
     let sample: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -115,20 +165,17 @@ fn nvidia_smi_on_path_is_the_fallback() {
 
 #[test]
 fn a_failing_nvidia_smi_is_named_in_the_no_gpu_line() {
-    if has_driver() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     fake_nvidia_smi(
         dir.path(),
         "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"\nexit 9",
     );
-    let out = monitor_with_path(dir.path(), &["--once"]);
+    let out = monitor_with_path(dir.path(), Some("nvml"), &["--once"]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         text(&out.stderr),
-        "no NVIDIA GPU found: NVML not loadable, nvidia-smi failed: NVIDIA-SMI has failed \
-         because it couldn't communicate with the NVIDIA driver.\n"
+        "no NVIDIA GPU found: NVML not tried (GPUSCOPE_NO_GPU=nvml), nvidia-smi failed: \
+         NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
     );
 }
 

@@ -163,6 +163,35 @@ fn gpu_jsonl_holds_the_process_trees_memory() {
 }
 
 #[test]
+fn gpuscope_no_gpu_records_host_figures_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("gpuscope")
+        .unwrap()
+        .env("GPUSCOPE_NO_GPU", "1")
+        .args(["run", "--interval", "0.2", "--logdir"])
+        .arg(dir.path())
+        .args(["--", "sleep", "0.5"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "gpuscope run: no NVIDIA GPU found: NVML and nvidia-smi not tried \
+             (GPUSCOPE_NO_GPU=1); recording host figures only\n"
+        ),
+        "{stderr}"
+    );
+    let samples = samples(dir.path());
+    assert!(samples.len() >= 2, "{} samples", samples.len());
+    for sample in &samples {
+        assert_eq!(sample["source"], "none");
+        assert!(sample["gpus"].as_array().unwrap().is_empty());
+        assert!(sample["host"]["ram_total_bytes"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
 fn a_command_that_cannot_start_exits_2_with_one_line() {
     let cwd = tempfile::tempdir().unwrap();
     let out = Command::cargo_bin("gpuscope")

@@ -1,7 +1,8 @@
 """What the model and optimizer hold, counted exactly and per unique storage.
 
 Parameters, gradients, optimizer state and buffers are read from ``model.named_parameters()``,
-``.grad``, ``optimizer.state`` and ``model.named_buffers()``. Every tensor is keyed by its
+``.grad``, ``optimizer.state`` and ``model.named_buffers()``, named as the user's model
+names them (:mod:`gpuscope.memory.names`). Every tensor is keyed by its
 storage (device, address), so a view, a tied weight or a tensor listed twice never counts
 twice; the first category that claims a storage keeps it, in the order above.
 
@@ -29,8 +30,9 @@ from typing import Any, ClassVar
 import torch
 
 from gpuscope import _native
+from gpuscope.memory.names import module_of, named_buffers, named_parameters, unwrap
 
-__all__ = ["Census", "CensusTaker", "Counted", "scan_heap", "state_tensors", "unwrap"]
+__all__ = ["Census", "CensusTaker", "Counted", "scan_heap", "state_tensors"]
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "buffers")
 StorageKey = tuple[torch.device, int]
@@ -148,15 +150,6 @@ def state_tensors(value: Any, key: str = "") -> Iterator[tuple[str, torch.Tensor
             yield from state_tensors(v, f"{key}.{i}" if key else str(i))
 
 
-def unwrap(model: torch.nn.Module | None) -> torch.nn.Module | None:
-    """The model inside DistributedDataParallel / DataParallel, so module names and the
-    per-module breakdown are the user's, not ``module.*``."""
-    wrappers = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
-    while isinstance(model, wrappers):
-        model = model.module
-    return model
-
-
 class CensusTaker:
     """Counts what ``model`` and ``optimizer`` hold (either may be ``None``)."""
 
@@ -217,8 +210,8 @@ class CensusTaker:
             self._unfiltered = True
         elif not (_Registrations.hooked and self._registrations == _Registrations.count):
             self._registrations = _Registrations.count
-            self._params = list(self.model.named_parameters())
-            self._buffers = list(self.model.named_buffers())
+            self._params = named_parameters(self.model)
+            self._buffers = named_buffers(self.model)
             self._unfiltered = True
         if self._unfiltered:
             self._param_tensors = [p for _, p in self._params if not _is_lazy(p)]
@@ -228,16 +221,12 @@ class CensusTaker:
                 self._buffer_tensors
             ) < len(self._buffers)
 
-    def _module_of(self, name: str) -> str:
-        parts = name.split(".")[:-1][: self.module_depth]
-        return ".".join(parts) if parts else "(root)"
-
     def _tensors(self) -> Iterator[tuple[str, str | None, str | None, torch.Tensor]]:
         """(category, name, module, tensor) for everything counted, in claim order."""
         self._refresh_lists()
         params = [(n, p) for n, p in self._params if not _is_lazy(p)]
         names = {id(p): n for n, p in params}
-        modules = {n: self._module_of(n) for n, _ in params}
+        modules = {n: module_of(n, self.module_depth) for n, _ in params}
         for name, p in params:
             yield "parameters", name, modules[name], p
         for name, p in params:

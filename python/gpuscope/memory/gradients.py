@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from gpuscope.memory.names import module_of, named_parameters
+
 __all__ = ["GradientFlow"]
 
 
@@ -31,7 +33,7 @@ def _combined(norms: Iterable[float]) -> float:
 
 class GradientFlow:
     """Measures gradients of ``model``'s parameters (grouped by ``optimizer``'s groups
-    when given, and by submodule up to ``module_depth`` dots)."""
+    when given, and by submodule up to ``module_depth`` dots of the user's names)."""
 
     def __init__(
         self,
@@ -51,16 +53,12 @@ class GradientFlow:
         self._clipped = 0
         self._factors: list[float] = []
 
-    def _module_of(self, name: str) -> str:
-        parts = name.split(".")[:-1][: self.module_depth]
-        return ".".join(parts) if parts else "(root)"
-
     def measure(self, iteration: int, clip_max_norm: float | None, full: bool) -> None:
         """One measurement; ``full`` keeps the norms for the next record (otherwise only
         the clipping count is kept, which needs the global norm alone)."""
         if self.model is None:
             return
-        named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        named = [(n, p) for n, p in named_parameters(self.model) if p.requires_grad]
         with_grad = [(n, p) for n, p in named if p.grad is not None]
         grads = [p.grad for _, p in with_grad if p.grad is not None]
         self._measured += 1
@@ -87,11 +85,11 @@ class GradientFlow:
                 groups.append(_finite(_combined(norms[k] for k in ks)))
         modules: dict[str, list[float]] = {}
         for (name, _), n in zip(with_grad, norms, strict=True):
-            modules.setdefault(self._module_of(name), []).append(n)
+            modules.setdefault(module_of(name, self.module_depth), []).append(n)
         if self.update_ratio:
             params = [p.detach() for _, p in with_grad]
             copies = list(torch._foreach_mul(params, 1.0)) if params else []
-            self._before = ([self._module_of(n) for n, _ in with_grad], params, copies)
+            self._before = ([module_of(n, self.module_depth) for n, _ in with_grad], params, copies)
         # The L0 "norm" counts the non-zero elements, all tensors in one pass (float32:
         # exact up to 2^24 elements per tensor, a rounding beyond).
         nonzero = (

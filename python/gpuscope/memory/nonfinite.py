@@ -15,6 +15,7 @@ module whose output is non-finite and the autograd node whose backward made the 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
@@ -28,6 +29,7 @@ from typing import Any, Literal
 import torch
 
 from gpuscope._warnings import warn_user
+from gpuscope.memory.names import module_names, named_parameters
 
 __all__ = ["NonfiniteCheck", "NonfiniteError", "NonfiniteFinding", "find_nonfinite"]
 
@@ -109,9 +111,7 @@ class NonfiniteCheck:
     def _parameters(self) -> list[tuple[str, torch.Tensor]]:
         """The model's parameters by name, then those only the optimizer holds (a learned
         temperature beside the model), named by their group and place in it."""
-        named: list[tuple[str, torch.Tensor]] = (
-            list(self.model.named_parameters()) if self.model is not None else []
-        )
+        named = named_parameters(self.model) if self.model is not None else []
         seen = {id(p) for _, p in named}
         if self.optimizer is not None:
             for g, group in enumerate(self.optimizer.param_groups):
@@ -291,7 +291,7 @@ class _ModuleWatch:
     """Global forward hooks that remember the first module with a non-finite output."""
 
     def __init__(self, model: torch.nn.Module | None) -> None:
-        self.names = {id(m): n or "(root)" for n, m in model.named_modules()} if model else {}
+        self.names = module_names(model) if model is not None else {}
         self.module: str | None = None
         self.module_type: str | None = None
         self.inputs_finite: bool | None = None
@@ -301,7 +301,7 @@ class _ModuleWatch:
 
     def pre(self, module: torch.nn.Module, args: Any) -> None:
         if not self.names:  # the first module called is the root: name its tree
-            self.names = {id(m): n or "(root)" for n, m in module.named_modules()}
+            self.names = module_names(module)
 
     def post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if self.module is None and not _finite(output):
@@ -330,6 +330,17 @@ def _user_frames(trace: str) -> str:
     return "\n".join(kept)
 
 
+def _eager() -> contextlib.AbstractContextManager[Any]:
+    """torch.compile'd code run eagerly, so that the forward hooks see the modules inside
+    it (a compiled graph made before the hooks existed never calls them) and anomaly mode
+    records the user's forward frames. Nothing on a torch without ``set_stance``."""
+    set_stance = getattr(torch.compiler, "set_stance", None)
+    if set_stance is None:
+        return contextlib.nullcontext()
+    stance: contextlib.AbstractContextManager[Any] = set_stance("force_eager")
+    return stance
+
+
 def find_nonfinite(
     step_fn: Callable[..., Any],
     *args: Any,
@@ -342,8 +353,10 @@ def find_nonfinite(
 
     Slow (every module output is checked, anomaly mode records forward stacks): for
     investigating, not for every iteration. Modules are named from ``model`` when given,
-    else from the first module called. detect_anomaly only catches NaN in backward, not
-    Inf. Exceptions other than detect_anomaly's own propagate.
+    else from the first module called, as the user's model names them (without the
+    components ``torch.compile`` and other wrappers add); compiled code runs eagerly here.
+    detect_anomaly only catches NaN in backward, not Inf. Exceptions other than
+    detect_anomaly's own propagate.
     """
     watch = _ModuleWatch(model)
     hooks = torch.nn.modules.module
@@ -357,7 +370,7 @@ def find_nonfinite(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                with torch.autograd.detect_anomaly(check_nan=True):
+                with _eager(), torch.autograd.detect_anomaly(check_nan=True):
                     result = step_fn(*args, **kwargs)
             except RuntimeError as e:
                 match = _ANOMALY.search(str(e))

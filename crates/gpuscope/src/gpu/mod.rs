@@ -1,6 +1,8 @@
 //! GPU and host samples: where GPU figures come from (NVML, then `nvidia-smi` on PATH,
 //! else none — or a saved nvidia-smi output), the host and process-tree figures beside
 //! them, and the files they are logged to (`gpu.jsonl`, CSV, TensorBoard `GPU/`, `Host/`).
+//! `GPUSCOPE_NO_GPU` ([`NO_GPU_VAR`]) rules the live sources out, read here and nowhere
+//! else.
 
 pub mod host;
 pub mod log;
@@ -16,6 +18,36 @@ use crate::{Error, Result};
 use host::HostSampler;
 use nvidia_smi::NvidiaSmi;
 use nvml::NvmlSource;
+
+/// The environment variable that rules GPU sources out: `nvml` skips NVML (nvidia-smi is
+/// still tried); any other value but `0`, `false`, `no`, `off` or nothing skips both, so
+/// that the monitor and `gpuscope run` behave on a GPU machine as on one without.
+pub const NO_GPU_VAR: &str = "GPUSCOPE_NO_GPU";
+
+/// What [`NO_GPU_VAR`] rules out, with its value as given (for the message).
+#[derive(Debug, PartialEq, Eq)]
+enum RuledOut {
+    Nothing,
+    Nvml(String),
+    Both(String),
+}
+
+impl RuledOut {
+    fn from_env() -> RuledOut {
+        RuledOut::from_value(std::env::var_os(NO_GPU_VAR).map(|v| v.to_string_lossy().into()))
+    }
+
+    fn from_value(value: Option<String>) -> RuledOut {
+        let Some(value) = value else {
+            return RuledOut::Nothing;
+        };
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "0" | "false" | "no" | "off" => RuledOut::Nothing,
+            "nvml" => RuledOut::Nvml(value),
+            _ => RuledOut::Both(value),
+        }
+    }
+}
 
 /// Where GPU figures come from.
 enum Source {
@@ -39,10 +71,20 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Tries NVML, then nvidia-smi on PATH; with neither, samples the host only and
-    /// [`Self::no_gpu_reason`] says why (`NVML not loadable, nvidia-smi not on PATH`).
+    /// Tries NVML, then nvidia-smi on PATH, unless [`NO_GPU_VAR`] rules them out; with
+    /// neither, samples the host only and [`Self::no_gpu_reason`] says why (`NVML not
+    /// loadable, nvidia-smi not on PATH`; `NVML and nvidia-smi not tried
+    /// (GPUSCOPE_NO_GPU=1)`).
     pub fn detect() -> Sampler {
-        let (source, reason) = match NvmlSource::open() {
+        let nvml = match RuledOut::from_env() {
+            RuledOut::Nothing => NvmlSource::open(),
+            RuledOut::Nvml(value) => Err(format!("NVML not tried ({NO_GPU_VAR}={value})")),
+            RuledOut::Both(value) => {
+                let reason = format!("NVML and nvidia-smi not tried ({NO_GPU_VAR}={value})");
+                return Sampler::with_source(Source::None, Some(reason));
+            }
+        };
+        let (source, reason) = match nvml {
             Ok(nvml) => (Source::Nvml(Box::new(nvml)), None),
             Err(nvml_failed) => match NvidiaSmi::probe() {
                 Ok(smi) => (Source::NvidiaSmi(smi), None),
@@ -135,6 +177,24 @@ impl Sampler {
             gpu_error,
             host,
             tree,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RuledOut;
+
+    #[test]
+    fn no_gpu_values() {
+        let of = |v: &str| RuledOut::from_value(Some(v.to_owned()));
+        assert_eq!(RuledOut::from_value(None), RuledOut::Nothing);
+        for off in ["", "0", " Off ", "false", "no"] {
+            assert_eq!(of(off), RuledOut::Nothing, "{off:?}");
+        }
+        assert_eq!(of("NVML"), RuledOut::Nvml("NVML".into()));
+        for on in ["1", "true", "yes", "all"] {
+            assert_eq!(of(on), RuledOut::Both(on.into()));
         }
     }
 }

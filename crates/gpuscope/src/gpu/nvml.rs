@@ -3,8 +3,10 @@
 //! a device that does not support one (MIG instances have no utilisation, some boards no
 //! power reading) leaves that figure `None` and keeps the others.
 //!
-//! Never run against a live NVML: no GPU exists where this is built. Without the library,
-//! `Nvml::init` fails, which is the path the tests exercise.
+//! No GPU exists where this is built: without the library `Nvml::init` fails, which is
+//! the path the tests exercise there. Run once against a live NVML (one H200, 2026-11-26):
+//! `gpuscope monitor --once` read memory, utilisation, temperature and power, and the
+//! monitor tests passed there; the process lists were empty (no GPU process ran).
 
 use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
 use nvml_wrapper::enums::device::UsedGpuMemory;
