@@ -713,13 +713,26 @@ def test_no_trace_reads_past_every_kind_of_value_and_refuses_every_cut(
 
 
 def test_no_trace_does_not_build_what_it_reads_past(tmp_path: Path) -> None:
-    """An integer too wide for the reader after the trace: a whole read refuses it,
-    reading only the dump reads past it (it is never built)."""
+    """A trace entry that is not a dict: a whole read refuses it, reading only the dump
+    reads past it (it is never built)."""
     data = call_sites_snapshot()
-    data["allocator_settings"]["huge"] = 1 << 3000
+    data["device_traces"][0].append(7)
     raw = pickle.dumps(data, protocol=4)
-    assert "wider than 64 bits" in str(api_error(raw))
+    assert "not a dict" in str(api_error(raw))
     assert gpuscope.analyze_snapshot(raw, trace=False)["trace_skipped"]
+
+
+def test_integers_of_any_width_are_numbers(tmp_path: Path) -> None:
+    """An allocator setting wider than 64 bits is shown as a number; a size of 2**64 - 1
+    (torch's size_t) is read; a size wider than 64 bits is refused."""
+    data = call_sites_snapshot()
+    data["allocator_settings"]["huge"] = 1 << 100
+    data["allocator_settings"]["size_t_max"] = 2**64 - 1
+    doc = gpuscope.analyze_snapshot(pickle.dumps(data, protocol=4))
+    assert doc["allocator_settings"]["huge"] == "1.2676506002282294e30"
+    assert doc["allocator_settings"]["size_t_max"] == str(2**64 - 1)
+    data["segments"][0]["blocks"][0]["size"] = 1 << 70
+    assert "`size` wider than 64 bits" in str(api_error(pickle.dumps(data, protocol=4)))
 
 
 def test_protocol_5_bytearray_is_plain_data(tmp_path: Path) -> None:

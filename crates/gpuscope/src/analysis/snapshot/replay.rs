@@ -61,8 +61,9 @@ pub struct FrameText {
     pub name: String,
     /// File.
     pub filename: String,
-    /// Line (0: unknown).
-    pub line: i64,
+    /// Line as recorded (0 in native frames without debug information); `null` when
+    /// unknown (torch wrote 2^64 − 1).
+    pub line: Option<i64>,
 }
 
 /// The largest single allocation of a trace.
@@ -409,7 +410,7 @@ mod tests {
     /// Stacks holding one user frame, and that frame's stack.
     fn user_stack() -> (Stacks, StackId) {
         let mut stacks = Stacks::default();
-        let f = stacks.frame("step", "/home/u/train.py", 7);
+        let f = stacks.frame("step", "/home/u/train.py", Some(7));
         let user = stacks.stack(&[f]);
         (stacks, user)
     }
