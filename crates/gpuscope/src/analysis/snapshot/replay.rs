@@ -9,9 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use super::never_freed::{never_freed, NeverFreed};
 use super::sites::{by_site, largest_first, SiteBytes, Sites};
 use crate::model::snapshot::{Action, Snapshot, StackId, TraceEntry};
 
@@ -114,9 +115,10 @@ pub struct DeviceReplay {
     pub peak_time_us: Option<i64>,
     /// What was alive at the peak, by site, largest first.
     pub peak_by_site: Vec<SiteBytes>,
-    /// Allocations of the trace the program never freed by the dump, by site: leak
-    /// candidates. A block freed but still waiting for its streams is not one.
-    pub never_freed_by_site: Vec<SiteBytes>,
+    /// Allocations of the trace the program never freed by the dump, by site:
+    /// accumulating sites first (README), then largest first. A block freed but still
+    /// waiting for its streams is not one.
+    pub never_freed_by_site: Vec<NeverFreed>,
     /// Allocations made and freed inside the trace, by site: the churn.
     pub churn_by_site: Vec<SiteBytes>,
     /// Out-of-memory events.
@@ -134,7 +136,7 @@ pub(super) type Live = FxHashMap<u64, (u64, StackId)>;
 /// How entries change allocated bytes: which free counts (`free_completed`, or
 /// `free_requested` in traces that never complete one).
 pub(super) struct Rules {
-    free: Action,
+    pub(super) free: Action,
 }
 
 impl Rules {
@@ -241,18 +243,7 @@ pub fn replay(snapshot: &Snapshot, device: u32, sites: &mut Sites, points: usize
     };
     let mut churn = Vec::new();
     let mut ooms = Vec::new();
-    // Live blocks the program has freed, waiting for their streams to finish with them.
-    let mut freed_pending = FxHashSet::default();
     for (k, e) in trace.iter().enumerate() {
-        match e.action {
-            Action::Alloc => {
-                freed_pending.remove(&e.addr);
-            }
-            Action::FreeRequested => {
-                freed_pending.insert(e.addr);
-            }
-            _ => {}
-        }
         if e.action == Action::Oom {
             let (d, r) = if k == 0 { (0, 0) } else { deltas[k - 1] };
             ooms.push(OomEvent {
@@ -279,12 +270,7 @@ pub fn replay(snapshot: &Snapshot, device: u32, sites: &mut Sites, points: usize
             peak_by_site = alive(sites, &live, before - before_freed as i64);
         }
     }
-    let never_freed_by_site = by_site(
-        sites,
-        live.iter()
-            .filter(|(addr, _)| !freed_pending.contains(*addr))
-            .map(|(_, &(size, stack))| (stack, size)),
-    );
+    let never_freed_by_site = never_freed(trace, &rules, sites);
     let largest_alloc = trace
         .iter()
         .enumerate()
@@ -449,7 +435,7 @@ mod tests {
             peak,
             [("/home/u/train.py:7 step", 500), (BEFORE_TRACE_SITE, 100)]
         );
-        assert_eq!(r.never_freed_by_site[0].bytes, 200);
+        assert_eq!(r.never_freed_by_site[0].sums.bytes, 200);
         assert_eq!(r.churn_by_site[0].bytes, 300);
         let oom = &r.ooms[0];
         assert_eq!((oom.requested_bytes, oom.allocated_bytes), (900, 260));
@@ -482,6 +468,6 @@ mod tests {
         // Block 1 still counts as allocated (its free has not completed)...
         assert_eq!(r.trace_net_delta_bytes, 349);
         // ...but only block 3 was never freed by the program.
-        assert_eq!(r.never_freed_by_site[0].bytes, 50);
+        assert_eq!(r.never_freed_by_site[0].sums.bytes, 50);
     }
 }
