@@ -21,9 +21,9 @@ const FIRST_RISE_BY: f64 = 1.0 / 3.0;
 /// ...and its last rise from this share on.
 const LAST_RISE_FROM: f64 = 0.75;
 
-/// After its floor's last rise, a site that made this many times its allocations per
-/// rise has stopped growing while it went on allocating (a ring buffer).
-const RING_ALLOCATIONS_PER_RISE: usize = 2;
+/// A site that went on allocating after its floor's last rise for this many times the
+/// longest stretch between two rises (in entries) has stopped growing (a ring buffer).
+const RING_STRETCHES: usize = 2;
 
 /// Fewer bytes never freed than this are not called accumulating.
 const MIN_BYTES: u64 = 1 << 20;
@@ -49,8 +49,8 @@ struct Track {
     live: u64,
     /// `(entry, live)` after each of its allocations and frees.
     history: Vec<(usize, u64)>,
-    /// The entries of its allocations.
-    allocs: Vec<usize>,
+    /// The entry of its last allocation.
+    last_alloc: usize,
 }
 
 /// The never-freed allocations of one device's `trace` by site, accumulating sites
@@ -81,7 +81,7 @@ pub(super) fn never_freed(
             let t = tracks.entry(site).or_default();
             t.live += e.size;
             t.history.push((k, t.live));
-            t.allocs.push(k);
+            t.last_alloc = k;
         } else if e.action == Action::FreeRequested || e.action == rules.free {
             if let Some(old) = owner.remove(&e.addr) {
                 release(&mut tracks, k, old);
@@ -177,11 +177,11 @@ fn accumulates(t: &Track, clock: &Clock) -> bool {
         .collect();
     tenths.sort_unstable();
     tenths.dedup();
-    let after_last = t.allocs.iter().filter(|&&k| k > last).count();
+    let longest_stretch = rises.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
     tenths.len() >= TENTHS_RISING
         && clock.at(first) <= FIRST_RISE_BY
         && clock.at(last) >= LAST_RISE_FROM
-        && after_last * rises.len() < RING_ALLOCATIONS_PER_RISE * t.allocs.len()
+        && t.last_alloc - last < RING_STRETCHES * longest_stretch
 }
 
 /// Accumulating sites first, then by bytes, largest first; ties by site.
