@@ -117,26 +117,25 @@ pub(super) fn never_freed(
 
 /// Where an entry is in the trace, from 0 to 1: the mean of its share of the entries and
 /// its share of the time (README says why), or the share of entries without times.
-struct Clock {
-    entries: usize,
+struct Clock<'a> {
+    trace: &'a [TraceEntry],
+    /// The first and last entries' times, when both are known and differ.
     span: Option<(i64, i64)>,
-    times: Vec<Option<i64>>,
 }
 
-impl Clock {
-    fn of(trace: &[TraceEntry]) -> Clock {
+impl Clock<'_> {
+    fn of(trace: &[TraceEntry]) -> Clock<'_> {
         let first = trace.first().and_then(|e| e.time_us);
         let last = trace.last().and_then(|e| e.time_us);
         Clock {
-            entries: trace.len(),
+            trace,
             span: first.zip(last).filter(|(a, b)| b > a),
-            times: trace.iter().map(|e| e.time_us).collect(),
         }
     }
 
     fn at(&self, k: usize) -> f64 {
-        let by_entries = k as f64 / (self.entries.max(2) - 1) as f64;
-        match (self.span, self.times[k]) {
+        let by_entries = k as f64 / (self.trace.len().max(2) - 1) as f64;
+        match (self.span, self.trace[k].time_us) {
             (Some((t0, t1)), Some(t)) => {
                 let by_time = ((t - t0) as f64 / (t1 - t0) as f64).clamp(0.0, 1.0);
                 (by_entries + by_time) / 2.0
