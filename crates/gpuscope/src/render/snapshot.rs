@@ -25,15 +25,15 @@ pub const SIZES_DIFFER: &str = "Sizes: the trace records the bytes each allocati
 
 /// Title of the never-freed sites whose live bytes keep rising across the trace.
 pub const ACCUMULATING: &str =
-    "Accumulating: never freed and still growing across the trace (leak candidates)";
+    "Accumulating: never freed, growing across the trace (leak candidates)";
 
 /// Said, when the trace was read, where no site accumulates.
 pub const NONE_ACCUMULATING: &str = "No call site accumulates: nothing that the trace \
     allocated and never freed kept growing across it.";
 
 /// Title of the other never-freed sites.
-pub const NOT_ACCUMULATING: &str = "Never freed, not accumulating (allocated once, late in \
-    the trace, or a few kept at a time)";
+pub const NOT_ACCUMULATING: &str = "Never freed, not accumulating (made once, late, or a few \
+    at a time)";
 
 /// The never-freed sites that accumulate and the others, each in the report's order.
 pub(crate) fn split_accumulating(list: &[NeverFreed]) -> (Vec<SiteBytes>, Vec<SiteBytes>) {
