@@ -723,14 +723,16 @@ def test_no_trace_does_not_build_what_it_reads_past(tmp_path: Path) -> None:
 
 
 def test_integers_of_any_width_are_numbers(tmp_path: Path) -> None:
-    """An allocator setting wider than 64 bits is shown as a number; a size of 2**64 - 1
-    (torch's size_t) is read; a size wider than 64 bits is refused."""
+    """An allocator setting wider than 64 bits is shown as a number, one of 2**64 - 1 (a
+    size_t) exactly; a size that no memory comes near is refused."""
     data = call_sites_snapshot()
     data["allocator_settings"]["huge"] = 1 << 100
     data["allocator_settings"]["size_t_max"] = 2**64 - 1
     doc = gpuscope.analyze_snapshot(pickle.dumps(data, protocol=4))
     assert doc["allocator_settings"]["huge"] == "1.2676506002282294e30"
     assert doc["allocator_settings"]["size_t_max"] == str(2**64 - 1)
+    data["segments"][0]["blocks"][0]["size"] = 2**64 - 1
+    assert "`size` too large" in str(api_error(pickle.dumps(data, protocol=4)))
     data["segments"][0]["blocks"][0]["size"] = 1 << 70
     assert "`size` wider than 64 bits" in str(api_error(pickle.dumps(data, protocol=4)))
 

@@ -104,14 +104,15 @@ pub fn from_pickle(p: &Pickle) -> std::result::Result<Snapshot, String> {
     Builder::default().build(p)
 }
 
-/// A size read as `v` under `name`: an integer that fits in 64 bits, not negative.
-fn size_of(p: &Pickle, v: Option<Value>, name: &str) -> std::result::Result<u64, String> {
+/// A size read as `v` under `name`: an integer from 0 to 2^63 − 1 (the figures add and
+/// subtract sizes as signed 64-bit numbers; no memory comes near).
+fn size_of(v: Option<Value>, name: &str) -> std::result::Result<u64, String> {
     match v {
         Some(Value::Int(i)) if i < 0 => Err(format!("negative `{name}` ({i})")),
+        Some(Value::Int(i)) => Ok(i as u64),
+        Some(Value::UInt(u)) => Err(format!("`{name}` too large ({u})")),
         Some(Value::BigInt(_)) => Err(format!("`{name}` wider than 64 bits")),
-        v => v
-            .and_then(|v| p.as_u64(v))
-            .ok_or_else(|| format!("no integer `{name}`")),
+        _ => Err(format!("no integer `{name}`")),
     }
 }
 
@@ -467,7 +468,7 @@ impl Builder {
     }
 
     fn size(&self, p: &Pickle, dict: Value, key: Key) -> std::result::Result<u64, String> {
-        size_of(p, self.get(p, dict, key), key.1)
+        size_of(self.get(p, dict, key), key.1)
     }
 
     fn text(&self, p: &Pickle, dict: Value, key: Key) -> String {
@@ -599,8 +600,8 @@ impl Builder {
         };
         // Segments of the oldest layout lack the sums: they follow from the blocks.
         let or_blocks = |key: Key, from_blocks: u64| {
-            self.get(p, s, key)
-                .and_then(|v| p.as_u64(v))
+            self.int(p, s, key)
+                .and_then(|v| u64::try_from(v).ok())
                 .unwrap_or(from_blocks)
         };
         Ok(Segment {
@@ -649,7 +650,7 @@ impl Builder {
             (None, None) => (None, self.get(p, b, self.k.requested_size)),
         };
         let requested_size = match requested {
-            Some(r) => size_of(p, Some(r), "requested size")?,
+            Some(r) => size_of(Some(r), "requested size")?,
             None if state.is_active() => size,
             None => 0,
         };
@@ -692,7 +693,7 @@ impl Builder {
         let action = self.action(p, action);
         let int = |v: Option<Value>| v.and_then(|v| p.as_int(v));
         let word = |v: Option<Value>| v.and_then(|v| word(p, v));
-        let size = match size_of(p, size, self.k.size.1) {
+        let size = match size_of(size, self.k.size.1) {
             // `snapshot` entries carry no size in some versions.
             Err(_) if action == Action::Snapshot => 0,
             size => size?,
