@@ -123,7 +123,10 @@ fn a_one_step_trace_without_times_has_no_accumulating_site() {
 /// forward pass's 32 MiB `train_lm.py:49` one made last, drops the entries that free it
 /// and moves it to an address of its own (the allocator hands a freed block out again; a
 /// kept one it cannot): a leak of that tensor, every step. Writes it with times (argv[2])
-/// and without (argv[3]); prints how many allocations were kept.
+/// and without (argv[3]), and its last 40 000 entries (argv[4]) and the unchanged
+/// snapshot's (argv[5]), as torch keeps a trace recorded with `max_entries` (gpuscope's
+/// `snapshot_at` keeps 100 000): a window that starts inside a step. Prints how many
+/// allocations were kept.
 const INJECT_LEAK_PY: &str = r#"
 import pickle, sys
 class PlainOnly(pickle.Unpickler):
@@ -148,9 +151,13 @@ for e in trace:
     elif e['action'] in ('free_requested', 'free_completed') and e['addr'] in leaked:
         continue
     out.append(e)
+original = trace
 snap['device_traces'][0] = out
 with open(sys.argv[2], 'wb') as f:
     pickle.dump(snap, f)
+for trace, path in ((out, sys.argv[4]), (original, sys.argv[5])):
+    with open(path, 'wb') as f:
+        pickle.dump(dict(snap, device_traces=[trace[-40000:]]), f)
 for e in out:
     e.pop('time_us', None)
 with open(sys.argv[3], 'wb') as f:
@@ -161,24 +168,29 @@ print(kept)
 #[test]
 fn the_h200_trace_with_a_leak_put_in_has_one_accumulating_site() {
     let dir = tempfile::tempdir().unwrap();
-    let (timed, untimed) = (
-        dir.path().join("timed.pickle"),
-        dir.path().join("untimed.pickle"),
-    );
+    let path = |name: &str| dir.path().join(name);
+    let (timed, untimed) = (path("timed.pickle"), path("untimed.pickle"));
+    let (tail, healthy_tail) = (path("tail.pickle"), path("healthy_tail.pickle"));
     let original = common::shared_data("gpu-h200/lm_clean/snapshots/iter30.pickle");
-    let kept: u64 = python(INJECT_LEAK_PY, &[&original, &timed, &untimed])
-        .trim()
-        .parse()
-        .unwrap();
+    let kept: u64 = python(
+        INJECT_LEAK_PY,
+        &[&original, &timed, &untimed, &tail, &healthy_tail],
+    )
+    .trim()
+    .parse()
+    .unwrap();
     assert!(kept >= 30, "{kept}");
-    for path in [&timed, &untimed] {
+    assert_eq!(accumulating(&report(&healthy_tail)), Vec::<String>::new());
+    for path in [&timed, &untimed, &tail] {
         let doc = report(path);
         let site = "/home/ml/project/train_lm.py:49 forward";
         assert_eq!(accumulating(&doc), [site], "{}", path.display());
-        // Listed first, with every allocation kept.
+        // Listed first, with every allocation kept (in the window, those it holds).
         assert_eq!(never_freed(&doc)[0]["site"], site);
-        assert!(row(&doc, site)["count"].as_u64() >= Some(kept));
-        let has_time = path == &timed;
+        if path != &tail {
+            assert!(row(&doc, site)["count"].as_u64() >= Some(kept));
+        }
+        let has_time = path != &untimed;
         assert_eq!(row(&doc, site)["first_alloc_time_us"].is_i64(), has_time);
     }
 }
