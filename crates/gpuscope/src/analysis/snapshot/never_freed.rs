@@ -242,3 +242,59 @@ pub fn keep_top(mut rows: Vec<NeverFreed>, top: usize) -> Vec<NeverFreed> {
     }
     rows
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(site: &str, bytes: u64, accumulating: bool, times: (i64, i64)) -> NeverFreed {
+        NeverFreed {
+            sums: SiteBytes {
+                site: site.into(),
+                bytes,
+                count: 1,
+            },
+            accumulating,
+            first_alloc_time_us: Some(times.0),
+            last_alloc_time_us: Some(times.1),
+        }
+    }
+
+    #[test]
+    fn devices_merge_by_site_and_accumulating_sites_are_never_cut() {
+        let merged = merged([
+            row("a", 10, false, (5, 6)),
+            row("b", 1, true, (1, 9)),
+            row("a", 10, true, (3, 4)),
+            row("c", 100, false, (2, 2)),
+            row("d", 50, false, (7, 8)),
+        ]);
+        let order: Vec<(&str, u64, bool)> = merged
+            .iter()
+            .map(|r| (r.sums.site.as_str(), r.sums.bytes, r.accumulating))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("a", 20, true),
+                ("b", 1, true),
+                ("c", 100, false),
+                ("d", 50, false)
+            ]
+        );
+        assert_eq!(
+            (merged[0].first_alloc_time_us, merged[0].last_alloc_time_us),
+            (Some(3), Some(6))
+        );
+        // One row asked for: both accumulating sites stay, the rest is one row.
+        let kept = keep_top(merged, 1);
+        let sites: Vec<&str> = kept.iter().map(|r| r.sums.site.as_str()).collect();
+        assert_eq!(sites, ["a", "b", "(2 other sites)"]);
+        let rest = &kept[2];
+        assert_eq!((rest.sums.bytes, rest.accumulating), (150, false));
+        assert_eq!(
+            (rest.first_alloc_time_us, rest.last_alloc_time_us),
+            (Some(2), Some(8))
+        );
+    }
+}
