@@ -56,7 +56,8 @@ pub enum Value {
     /// 2^64 − 1, as the line of a C++ frame it could not place).
     UInt(u64),
     /// An `int` that fits in neither, as the nearest float: kept as a number, not
-    /// refused, since a reader may only display it.
+    /// refused, since a reader may only display it. Two such ints that round to the same
+    /// float are equal here, as dict keys too.
     BigInt(f64),
     /// A `float`.
     Float(f64),
