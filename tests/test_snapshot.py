@@ -713,13 +713,28 @@ def test_no_trace_reads_past_every_kind_of_value_and_refuses_every_cut(
 
 
 def test_no_trace_does_not_build_what_it_reads_past(tmp_path: Path) -> None:
-    """An integer too wide for the reader after the trace: a whole read refuses it,
-    reading only the dump reads past it (it is never built)."""
+    """A trace entry that is not a dict: a whole read refuses it, reading only the dump
+    reads past it (it is never built)."""
     data = call_sites_snapshot()
-    data["allocator_settings"]["huge"] = 1 << 3000
+    data["device_traces"][0].append(7)
     raw = pickle.dumps(data, protocol=4)
-    assert "wider than 64 bits" in str(api_error(raw))
+    assert "not a dict" in str(api_error(raw))
     assert gpuscope.analyze_snapshot(raw, trace=False)["trace_skipped"]
+
+
+def test_integers_of_any_width_are_numbers(tmp_path: Path) -> None:
+    """An allocator setting wider than 64 bits is shown as a number, one of 2**64 - 1 (a
+    size_t) exactly; a size that no memory comes near is refused."""
+    data = call_sites_snapshot()
+    data["allocator_settings"]["huge"] = 1 << 100
+    data["allocator_settings"]["size_t_max"] = 2**64 - 1
+    doc = gpuscope.analyze_snapshot(pickle.dumps(data, protocol=4))
+    assert doc["allocator_settings"]["huge"] == "1.2676506002282294e30"
+    assert doc["allocator_settings"]["size_t_max"] == str(2**64 - 1)
+    data["segments"][0]["blocks"][0]["size"] = 2**64 - 1
+    assert "`size` too large" in str(api_error(pickle.dumps(data, protocol=4)))
+    data["segments"][0]["blocks"][0]["size"] = 1 << 70
+    assert "`size` wider than 64 bits" in str(api_error(pickle.dumps(data, protocol=4)))
 
 
 def test_protocol_5_bytearray_is_plain_data(tmp_path: Path) -> None:
@@ -1302,6 +1317,54 @@ def test_call_sites_are_the_first_user_frames(tmp_path: Path, frames: int) -> No
     assert listed(doc["now"]["by_site"]) == by_user_site(alive, frames)
     for rows in (doc["never_freed"], doc["churn"], doc["now"]["by_site"]):
         assert [r["bytes"] for r in rows] == sorted((r["bytes"] for r in rows), reverse=True)
+
+
+def accumulation_snapshot(steps: int, ring: int | None) -> tuple[dict[str, Any], list[int]]:
+    """Each step allocates and frees a 4 MiB activation (model.py:30) and keeps a 2 MiB
+    block (train.py:20); with ``ring``, it frees the block of ``ring`` steps before. Also
+    the times of the kept blocks never freed."""
+    freed = steps - ring if ring else 0
+    kept = [
+        block(2 * MiB, "inactive" if i < freed else "active_allocated", py_stack(LOSS, STEP))
+        for i in range(steps)
+    ]
+    act = block(4 * MiB, "inactive")
+    seg = segment([*kept, act], SEG)
+    t = Trace()
+    times = []
+    for i, k in enumerate(kept):
+        temp = {"address": act["address"], "size": 4 * MiB, "frames": py_stack(FORWARD, STEP)}
+        t.alloc(temp)
+        e = t.alloc(k, py_stack(LOSS, STEP))
+        if i >= freed:
+            times.append(e["time_us"])
+        t.free(temp)
+        if ring and i >= ring:
+            t.free(kept[i - ring])
+    return snapshot([seg], [t]), times
+
+
+@pytest.mark.parametrize("ring", [None, 3])
+def test_a_block_kept_every_step_accumulates_and_a_ring_does_not(ring: int | None) -> None:
+    """README's rule through the Python API: a block kept every step accumulates and is
+    listed first, with when the first and last of its blocks were made; the same site
+    freeing the block of three steps before (a ring buffer) does not."""
+    data, times = accumulation_snapshot(12, ring)
+    doc = gpuscope.analyze_snapshot(pickle.dumps(data))
+    row = doc["never_freed"][0]
+    assert row["site"] == site(LOSS)
+    assert row["accumulating"] is (ring is None)
+    assert row["count"] == len(times) == (3 if ring else 12)
+    assert (row["first_alloc_time_us"], row["last_alloc_time_us"]) == (min(times), max(times))
+    assert not any(r["accumulating"] for r in doc["never_freed"][1:])
+
+
+def test_never_freed_times_are_null_without_times() -> None:
+    doc = gpuscope.analyze_snapshot(SNAPSHOTS / "finetune_no_timestamps.pickle")
+    assert doc["never_freed"]
+    for row in doc["never_freed"]:
+        assert row["accumulating"] is False
+        assert row["first_alloc_time_us"] is None and row["last_alloc_time_us"] is None
 
 
 def test_top_sums_the_rest_in_one_row(tmp_path: Path) -> None:

@@ -55,12 +55,14 @@ pub enum Command {
         then: duckdb -c \"select name, sum(dur_ns) from 'tables/kernels.parquet' group by 1\"\n\n\
         The last profiler step is left out when there are two or more, as HTA does.")]
     Trace(TraceArgs),
-    /// Analyse CUDA allocator snapshots: what was alive at the peak, leaks, fragmentation
+    /// Analyse CUDA allocator snapshots: what was alive at the peak, what accumulates,
+    /// fragmentation
     #[command(after_help = "Examples:\n  \
         gpuscope snapshot memory_snapshot.pickle\n  \
         gpuscope snapshot snap.pickle --frames 3          three user frames per call site\n  \
         gpuscope snapshot snap.pickle --request 2GiB      could a 2 GiB tensor fit?\n  \
         gpuscope snapshot snap.pickle --format json | jq '.peak.by_site[0]'\n  \
+        gpuscope snapshot snap.pickle --format json | jq '.never_freed[0].accumulating'\n  \
         gpuscope snapshot snap.pickle --format html -o snapshot.html\n  \
         gpuscope snapshot big.pickle --no-trace           the state at the dump, fast\n  \
         gpuscope snapshot before.pickle --diff after.pickle\n\n\

@@ -17,6 +17,9 @@ objects = {
                 float('inf'), float('nan'), -0.0, '', 'caf\u00e9 \U0001f600', 'x' * 300],
     'nested': {'a': {'b': [shared, shared, (shared,)]}, (1, 'k'): (), 'e': {}},
     'frames': [{'filename': 'f.py', 'line': i, 'name': 'fn'} for i in range(5)],
+    # torch's line of a C++ frame it could not place: size_t(-1), a 9-byte LONG1
+    'unplaced': [{'filename': '??', 'line': 2**64 - 1, 'name': 'c10::fn'}] * 2,
+    'wide': [2**63, 2**64 - 1, -2**63 - 1, 2**64, -2**100, 3**200],
     'bytes': [b'', b'\x00\xff', bytearray(b'ab')],
     'sets': [{1, 2}, frozenset({'a'}), set()],
     'big': list(range(1100)),

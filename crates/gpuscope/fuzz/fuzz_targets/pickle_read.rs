@@ -93,6 +93,14 @@ fn walk(p: &Pickle, folding: bool) {
         match v {
             Value::None | Value::Bool(_) => {}
             Value::Int(i) => assert_eq!(p.as_int(v), Some(i)),
+            Value::UInt(u) => {
+                assert!(u > i64::MAX as u64, "an int that fits i64 is Int");
+                assert_eq!(p.as_u64(v), Some(u));
+            }
+            Value::BigInt(f) => {
+                assert!(f.abs() >= 2f64.powi(63), "an int that fits 64 bits is exact");
+                assert_eq!(p.as_f64(v).map(f64::to_bits), Some(f.to_bits()));
+            }
             Value::Float(_) => assert!(p.as_f64(v).is_some()),
             Value::Str(id) => {
                 let text = p.as_str(v).expect("a str has text");

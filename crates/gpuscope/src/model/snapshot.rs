@@ -22,8 +22,10 @@ pub struct Frame {
     pub name: u32,
     /// The source file (`??` or empty for native code without debug info).
     pub filename: u32,
-    /// The line; 0 when unknown.
-    pub line: i64,
+    /// The line as recorded (native frames without debug information have 0); `None`
+    /// when the snapshot gives none that is a line number (torch writes 2^64 − 1 for a
+    /// C++ frame it could not place).
+    pub line: Option<i64>,
 }
 
 /// Interned frames and stacks (innermost frame first, as torch records them).
@@ -57,7 +59,7 @@ impl Default for Stacks {
 
 impl Stacks {
     /// The id of a frame, adding it when new.
-    pub fn frame(&mut self, name: &str, filename: &str, line: i64) -> u32 {
+    pub fn frame(&mut self, name: &str, filename: &str, line: Option<i64>) -> u32 {
         let frame = Frame {
             name: self.names.intern(name),
             filename: self.names.intern(filename),
@@ -306,9 +308,10 @@ mod tests {
     #[test]
     fn stacks_are_interned_and_read_back_in_order() {
         let mut s = Stacks::default();
-        let a = s.frame("f", "x.py", 3);
-        let b = s.frame("g", "y.py", 4);
-        assert_eq!(s.frame("f", "x.py", 3), a);
+        let a = s.frame("f", "x.py", Some(3));
+        let b = s.frame("g", "y.py", Some(4));
+        assert_eq!(s.frame("f", "x.py", Some(3)), a);
+        assert_ne!(s.frame("f", "x.py", None), a);
         let ab = s.stack(&[a, b]);
         assert_eq!(s.stack(&[a, b]), ab);
         assert_ne!(s.stack(&[b, a]), ab);

@@ -387,7 +387,7 @@ impl Keys<'_> {
     fn eq_within(&self, a: Value, b: Value, budget: &mut u32) -> bool {
         *budget = budget.saturating_sub(1);
         match (a, b) {
-            (Value::Float(x), Value::Float(y)) => x == y,
+            (Value::Float(x), Value::Float(y)) | (Value::BigInt(x), Value::BigInt(y)) => x == y,
             (Value::Bytes(x), Value::Bytes(y)) => {
                 x == y || self.pickle.bytes.get(x.0) == self.pickle.bytes.get(y.0)
             }
@@ -422,6 +422,8 @@ impl Keys<'_> {
             Value::None => {}
             Value::Bool(b) => b.hash(hasher),
             Value::Int(i) => i.hash(hasher),
+            Value::UInt(u) => u.hash(hasher),
+            Value::BigInt(f) => f.to_bits().hash(hasher),
             // 0.0 == -0.0, so both hash alike.
             Value::Float(f) => (if f == 0.0 { 0 } else { f.to_bits() }).hash(hasher),
             // Interned: the id stands for the text.

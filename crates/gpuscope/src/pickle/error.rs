@@ -47,12 +47,6 @@ pub enum PickleError {
         /// The length of the input.
         offset: u64,
     },
-    /// An integer that does not fit in 64 bits (the reader keeps integers as `i64`).
-    #[error("integer wider than 64 bits at byte offset {offset}")]
-    IntTooWide {
-        /// Where the integer's opcode starts.
-        offset: u64,
-    },
     /// A memo lookup of a key no PUT defined.
     #[error("memo key {key} not defined at byte offset {offset}")]
     MemoKeyUndefined {
@@ -155,7 +149,6 @@ impl PickleError {
             | PickleError::UnknownOpcode { offset, .. }
             | PickleError::Truncated { offset, .. }
             | PickleError::MissingStop { offset }
-            | PickleError::IntTooWide { offset }
             | PickleError::MemoKeyUndefined { offset, .. }
             | PickleError::StackUnderflow { offset, .. }
             | PickleError::NoMark { offset, .. }

@@ -14,10 +14,11 @@ use super::arena::{Builder, Exhausted, Unfillable};
 use super::error::PickleError;
 use super::fold::Fold;
 use super::input::Input;
+use super::int;
 use super::memo::Memo;
 use super::opcodes::Op;
 use super::runs::{memo_fetch, run_length, Run, Runs};
-use super::text::{self, IntText};
+use super::text;
 use super::value::{DictId, Pickle, SeqId, Value};
 
 /// The highest protocol this reader (and Python 3.8+) knows.
@@ -311,7 +312,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
                 let value = match self.scratch.as_slice() {
                     b"00" => Value::Bool(false),
                     b"01" => Value::Bool(true),
-                    digits => Value::Int(self.int_text(digits)?),
+                    digits => self.int_text(digits)?,
                 };
                 self.stack.push(value);
             }
@@ -319,7 +320,7 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
                 self.text_line()?;
                 let digits = self.scratch.strip_suffix(b"L").unwrap_or(&self.scratch);
                 let value = self.int_text(digits)?;
-                self.stack.push(Value::Int(value));
+                self.stack.push(value);
             }
             Op::BININT => {
                 let value = i32::from_le_bytes(self.args()?);
@@ -810,31 +811,14 @@ impl<'f, R: Read, F: Fold> Machine<'f, R, F> {
         u64::try_from(len).map_err(|_| self.bad(format!("negative length {len}")))
     }
 
-    fn int_text(&self, digits: &[u8]) -> Result<i64, Fail> {
-        text::parse_int(digits).map_err(|e| match e {
-            IntText::TooWide => Box::new(PickleError::IntTooWide { offset: self.at }),
-            IntText::Bad => self.bad("not a decimal integer".into()),
-        })
+    fn int_text(&self, digits: &[u8]) -> Result<Value, Fail> {
+        int::from_decimal(digits).ok_or_else(|| self.bad("not a decimal integer".into()))
     }
 
     /// A little-endian two's-complement integer of `len` bytes (LONG1, LONG4).
     fn long(&mut self, len: u64) -> Step {
         self.read_scratch(len)?;
-        let bytes = self.scratch.as_slice();
-        let negative = bytes.last().is_some_and(|&b| b & 0x80 != 0);
-        // Bytes past the eighth must only extend the sign.
-        let (low, high) = bytes.split_at(bytes.len().min(8));
-        let extension = if negative { 0xff } else { 0x00 };
-        let fits = high.iter().all(|&b| b == extension)
-            && (high.is_empty() || low.last().is_some_and(|&b| (b & 0x80 != 0) == negative));
-        if !fits {
-            return Err(Box::new(PickleError::IntTooWide { offset: self.at }));
-        }
-        let mut buf = [if negative { 0xff } else { 0x00 }; 8];
-        for (slot, &b) in buf.iter_mut().zip(low) {
-            *slot = b;
-        }
-        self.stack.push(Value::Int(i64::from_le_bytes(buf)));
+        self.stack.push(int::from_le_bytes(&self.scratch));
         Ok(())
     }
 

@@ -34,7 +34,8 @@
 //! list (a trace entry's frames) that was met before is one lookup (`runs.rs`).
 //!
 //! Files: `opcodes.rs` (the table), `machine.rs` (the interpreter), `input.rs` (counted,
-//! bounded reads), `text.rs` (protocol 0's text arguments), `memo.rs`, `runs.rs`,
+//! bounded reads), `text.rs` (protocol 0's text arguments), `int.rs` (integers of any
+//! width), `memo.rs`, `runs.rs`,
 //! `arena.rs` (building) and `value.rs` (the result and its accessors), `fold.rs` (the
 //! hook), `scan.rs` (reading past what a fold stops before), `error.rs`.
 
@@ -42,6 +43,7 @@ mod arena;
 mod error;
 mod fold;
 mod input;
+mod int;
 mod machine;
 mod memo;
 mod opcodes;

@@ -50,8 +50,15 @@ pub enum Value {
     None,
     /// `True` or `False`.
     Bool(bool),
-    /// An `int` that fits in 64 bits (wider ones are refused when reading).
+    /// An `int` that fits in `i64`.
     Int(i64),
+    /// An `int` above `i64::MAX` that fits in `u64` (torch writes `size_t(-1)`,
+    /// 2^64 − 1, as the line of a C++ frame it could not place).
+    UInt(u64),
+    /// An `int` that fits in neither, as the nearest float: kept as a number, not
+    /// refused, since a reader may only display it. Two such ints that round to the same
+    /// float are equal here, as dict keys too.
+    BigInt(f64),
     /// A `float`.
     Float(f64),
     /// A `str` (and a Python 2 `str` that is valid UTF-8).
@@ -75,7 +82,7 @@ impl Value {
         match self {
             Value::None => "None",
             Value::Bool(_) => "bool",
-            Value::Int(_) => "int",
+            Value::Int(_) | Value::UInt(_) | Value::BigInt(_) => "int",
             Value::Float(_) => "float",
             Value::Str(_) => "str",
             Value::Bytes(_) => "bytes",
@@ -237,10 +244,19 @@ impl Pickle {
         }
     }
 
-    /// The value of an `int` (not of a `bool`).
+    /// The value of an `int` (not of a `bool`) that fits in `i64`.
     pub fn as_int(&self, v: Value) -> Option<i64> {
         match v {
             Value::Int(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// The value of an `int` (not of a `bool`) that fits in `u64`: sizes, addresses.
+    pub fn as_u64(&self, v: Value) -> Option<u64> {
+        match v {
+            Value::Int(i) => u64::try_from(i).ok(),
+            Value::UInt(u) => Some(u),
             _ => None,
         }
     }
@@ -256,8 +272,9 @@ impl Pickle {
     /// A `float`, or an `int` as a float.
     pub fn as_f64(&self, v: Value) -> Option<f64> {
         match v {
-            Value::Float(f) => Some(f),
+            Value::Float(f) | Value::BigInt(f) => Some(f),
             Value::Int(i) => Some(i as f64),
+            Value::UInt(u) => Some(u as f64),
             _ => None,
         }
     }

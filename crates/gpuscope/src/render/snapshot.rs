@@ -7,6 +7,7 @@ use std::path::Path;
 use super::{bytes, paragraph, right_align, signed_bytes, table, write_table};
 use crate::analysis::snapshot::diff::SnapshotDiff;
 use crate::analysis::snapshot::fragmentation::Fragmentation;
+use crate::analysis::snapshot::never_freed::NeverFreed;
 use crate::analysis::snapshot::replay::DeviceReplay;
 use crate::analysis::snapshot::sites::{SiteBytes, FRAME_SEPARATOR};
 use crate::analysis::snapshot::stats::{Group, Stats};
@@ -21,6 +22,26 @@ pub const DIFF_SCHEMA: &str = "gpuscope.snapshot-diff/1";
 pub const SIZES_DIFFER: &str = "Sizes: the trace records the bytes each allocation asked \
     for, the dump the allocator's blocks, rounded up (to 512 B at least), so a site's \
     bytes can differ between the two tables.";
+
+/// Title of the never-freed sites whose live bytes keep rising across the trace.
+pub const ACCUMULATING: &str =
+    "Accumulating: never freed, growing across the trace (leak candidates)";
+
+/// Said, when the trace was read, where no site accumulates.
+pub const NONE_ACCUMULATING: &str = "No call site accumulates: nothing that the trace \
+    allocated and never freed kept growing across it.";
+
+/// Title of the other never-freed sites.
+pub const NOT_ACCUMULATING: &str = "Never freed, not accumulating (made once, late, or a few \
+    at a time)";
+
+/// The never-freed sites that accumulate and the others, each in the report's order.
+pub(crate) fn split_accumulating(list: &[NeverFreed]) -> (Vec<SiteBytes>, Vec<SiteBytes>) {
+    let (growing, rest): (Vec<&NeverFreed>, Vec<&NeverFreed>) =
+        list.iter().partition(|r| r.accumulating);
+    let sums = |rows: Vec<&NeverFreed>| rows.into_iter().map(|r| r.sums.clone()).collect();
+    (sums(growing), sums(rest))
+}
 
 /// What a report read with `--no-trace` says in place of the trace's figures.
 pub const TRACE_SKIPPED: &str =
@@ -72,12 +93,13 @@ pub fn text(r: &SnapshotReport, width: u16, out: &mut dyn Write) -> io::Result<(
         paragraph(out, SIZES_DIFFER, width)?;
     }
     if !r.devices.is_empty() {
-        sites(
-            out,
-            "Never freed within the trace (leak candidates)",
-            &r.never_freed,
-            width,
-        )?;
+        let (growing, rest) = split_accumulating(&r.never_freed);
+        if growing.is_empty() {
+            writeln!(out)?;
+            paragraph(out, NONE_ACCUMULATING, width)?;
+        }
+        sites(out, ACCUMULATING, &growing, width)?;
+        sites(out, NOT_ACCUMULATING, &rest, width)?;
         sites(
             out,
             "Churn: allocated and freed within the trace",

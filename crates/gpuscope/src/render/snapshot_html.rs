@@ -11,7 +11,10 @@ use std::path::Path;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 
 use super::html::{page_end, page_start, table};
-use super::snapshot::{diff_sums, SIZES_DIFFER, TRACE_SKIPPED};
+use super::snapshot::{
+    diff_sums, split_accumulating, ACCUMULATING, NONE_ACCUMULATING, NOT_ACCUMULATING, SIZES_DIFFER,
+    TRACE_SKIPPED,
+};
 use super::svg::{chart, Chart, Line, Marker};
 use super::{bytes, signed_bytes};
 use crate::analysis::snapshot::diff::SnapshotDiff;
@@ -83,11 +86,14 @@ pub fn html(r: &SnapshotReport, out: &mut dyn Write) -> io::Result<()> {
     if r.peak.is_some() && !r.now.by_site.is_empty() {
         let _ = write!(page, "<p>{}</p>", text(SIZES_DIFFER));
     }
-    sites(
-        &mut page,
-        "Never freed within the trace (leak candidates)",
-        &r.never_freed,
-    );
+    if !r.devices.is_empty() {
+        let (growing, rest) = split_accumulating(&r.never_freed);
+        if growing.is_empty() {
+            let _ = write!(page, "<p>{}</p>", text(NONE_ACCUMULATING));
+        }
+        sites(&mut page, ACCUMULATING, &growing);
+        sites(&mut page, NOT_ACCUMULATING, &rest);
+    }
     sites(
         &mut page,
         "Churn: allocated and freed within the trace",

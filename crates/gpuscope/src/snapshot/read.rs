@@ -104,10 +104,28 @@ pub fn from_pickle(p: &Pickle) -> std::result::Result<Snapshot, String> {
     Builder::default().build(p)
 }
 
-/// A size read as `v` under `name`: an integer, not negative.
-fn size_of(v: Option<i64>, name: &str) -> std::result::Result<u64, String> {
-    let v = v.ok_or_else(|| format!("no integer `{name}`"))?;
-    u64::try_from(v).map_err(|_| format!("negative `{name}` ({v})"))
+/// A size read as `v` under `name`: an integer from 0 to 2^63 − 1 (the figures add and
+/// subtract sizes as signed 64-bit numbers; no memory comes near).
+fn size_of(v: Option<Value>, name: &str) -> std::result::Result<u64, String> {
+    match v {
+        Some(Value::Int(i)) if i < 0 => Err(format!("negative `{name}` ({i})")),
+        Some(Value::Int(i)) => Ok(i as u64),
+        Some(Value::UInt(u)) => Err(format!("`{name}` too large ({u})")),
+        Some(Value::BigInt(_)) => Err(format!("`{name}` wider than 64 bits")),
+        _ => Err(format!("no integer `{name}`")),
+    }
+}
+
+/// The 64 bits of an integer that is a pointer or an id (an address, a stream, a pool
+/// id), whether torch's `size_t` put it above `i64::MAX` or not.
+fn word(p: &Pickle, v: Value) -> Option<u64> {
+    p.as_u64(v).or_else(|| p.as_int(v).map(|i| i as u64))
+}
+
+/// A frame's line: `None` unless a line number (torch writes 2^64 − 1, `size_t(-1)`, for
+/// a C++ frame it could not place).
+fn line_of(p: &Pickle, v: Option<Value>) -> Option<i64> {
+    v.and_then(|v| p.as_int(v)).filter(|&line| line >= 0)
 }
 
 /// Levels of nesting shown of an allocator setting's value.
@@ -445,8 +463,12 @@ impl Builder {
         p.as_int(self.get(p, dict, key)?)
     }
 
+    fn word(&self, p: &Pickle, dict: Value, key: Key) -> Option<u64> {
+        word(p, self.get(p, dict, key)?)
+    }
+
     fn size(&self, p: &Pickle, dict: Value, key: Key) -> std::result::Result<u64, String> {
-        size_of(self.int(p, dict, key), key.1)
+        size_of(self.get(p, dict, key), key.1)
     }
 
     fn text(&self, p: &Pickle, dict: Value, key: Key) -> String {
@@ -464,7 +486,10 @@ impl Builder {
             Value::None => "None".into(),
             Value::Bool(b) => if b { "True" } else { "False" }.into(),
             Value::Int(i) => i.to_string(),
+            Value::UInt(u) => u.to_string(),
             Value::Float(f) => f.to_string(),
+            // The nearest float of an int wider than 64 bits: its digits are not all known.
+            Value::BigInt(f) => format!("{f:e}"),
             Value::Str(_) => p.as_str(v).unwrap_or("").to_owned(),
             Value::Bytes(_) => format!("<{} bytes>", p.as_bytes(v).map_or(0, <[u8]>::len)),
             Value::List(_) | Value::Tuple(_) | Value::Dict(_) | Value::Folded(_) if depth == 0 => {
@@ -541,7 +566,7 @@ impl Builder {
                 .unwrap_or("??")
         };
         let (name, file) = (text(self.k.name), text(self.k.filename));
-        let line = self.int(p, f, self.k.line).unwrap_or(0);
+        let line = line_of(p, self.get(p, f, self.k.line));
         let frame = self.stacks.frame(name, file, line);
         if let Value::Dict(id) = f {
             self.by_frame.set(id.index(), frame);
@@ -565,7 +590,7 @@ impl Builder {
             .get(p, s, self.k.segment_pool_id)
             .and_then(|v| p.as_seq(v))
             .map_or((0, 0), |ids| {
-                let id = |k: usize| ids.get(k).and_then(|&v| p.as_int(v)).unwrap_or(0);
+                let id = |k: usize| ids.get(k).and_then(|&v| word(p, v)).unwrap_or(0) as i64;
                 (id(0), id(1))
             });
         let active = |b: &Block| b.state.is_active();
@@ -581,12 +606,12 @@ impl Builder {
         };
         Ok(Segment {
             device: self.int(p, s, self.k.device).unwrap_or(0).max(0) as u32,
-            address: self.int(p, s, self.k.address).unwrap_or(0) as u64,
+            address: self.word(p, s, self.k.address).unwrap_or(0),
             total_size: self.size(p, s, self.k.total_size)?,
             allocated_size: or_blocks(self.k.allocated_size, sum(&allocated, |b| b.size)),
             active_size: or_blocks(self.k.active_size, sum(&active, |b| b.size)),
             requested_size: or_blocks(self.k.requested_size, sum(&allocated, |b| b.requested_size)),
-            stream: self.int(p, s, self.k.stream).unwrap_or(0),
+            stream: self.word(p, s, self.k.stream).unwrap_or(0) as i64,
             segment_type: match self.text(p, s, self.k.segment_type) {
                 t if t.is_empty() => "large".to_owned(),
                 t => t,
@@ -617,20 +642,20 @@ impl Builder {
             .and_then(|v| p.as_seq(v))
             .and_then(|h| h.first().copied());
         let (frames, requested) = match (self.get(p, b, self.k.frames), first) {
-            (Some(frames), _) => (Some(frames), self.int(p, b, self.k.requested_size)),
+            (Some(frames), _) => (Some(frames), self.get(p, b, self.k.requested_size)),
             (None, Some(h)) => (
                 self.get(p, h, self.k.frames),
-                self.int(p, h, self.k.real_size),
+                self.get(p, h, self.k.real_size),
             ),
-            (None, None) => (None, self.int(p, b, self.k.requested_size)),
+            (None, None) => (None, self.get(p, b, self.k.requested_size)),
         };
         let requested_size = match requested {
-            Some(r) => u64::try_from(r).map_err(|_| format!("negative requested size ({r})"))?,
+            Some(r) => size_of(Some(r), "requested size")?,
             None if state.is_active() => size,
             None => 0,
         };
         Ok(Block {
-            address: self.int(p, b, self.k.address).unwrap_or(0) as u64,
+            address: self.word(p, b, self.k.address).unwrap_or(0),
             size,
             requested_size,
             state,
@@ -667,18 +692,19 @@ impl Builder {
         };
         let action = self.action(p, action);
         let int = |v: Option<Value>| v.and_then(|v| p.as_int(v));
-        let size = match size_of(int(size), self.k.size.1) {
+        let word = |v: Option<Value>| v.and_then(|v| word(p, v));
+        let size = match size_of(size, self.k.size.1) {
             // `snapshot` entries carry no size in some versions.
             Err(_) if action == Action::Snapshot => 0,
             size => size?,
         };
         Ok(TraceEntry {
             action,
-            addr: int(addr).unwrap_or(0) as u64,
+            addr: word(addr).unwrap_or(0),
             size,
-            stream: int(stream).unwrap_or(0),
+            stream: word(stream).unwrap_or(0) as i64,
             time_us: int(time_us),
-            device_free: int(device_free).and_then(|v| u64::try_from(v).ok()),
+            device_free: device_free.and_then(|v| p.as_u64(v)),
             stack: self.stack(p, frames),
         })
     }
@@ -719,7 +745,12 @@ mod tests {
         let stacks = |s: &Snapshot| -> Vec<Vec<u32>> {
             s.device_traces[0]
                 .iter()
-                .map(|e| s.stacks.frames(e.stack).map(|f| f.line as u32).collect())
+                .map(|e| {
+                    s.stacks
+                        .frames(e.stack)
+                        .map(|f| f.line.unwrap() as u32)
+                        .collect()
+                })
                 .collect()
         };
         assert_eq!(stacks(&folded), stacks(&plain));

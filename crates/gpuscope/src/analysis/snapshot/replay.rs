@@ -9,9 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use super::never_freed::{never_freed, NeverFreed};
 use super::sites::{by_site, largest_first, SiteBytes, Sites};
 use crate::model::snapshot::{Action, Snapshot, StackId, TraceEntry};
 
@@ -61,8 +62,9 @@ pub struct FrameText {
     pub name: String,
     /// File.
     pub filename: String,
-    /// Line (0: unknown).
-    pub line: i64,
+    /// Line as recorded (0 in native frames without debug information); `null` when
+    /// unknown (torch wrote 2^64 − 1).
+    pub line: Option<i64>,
 }
 
 /// The largest single allocation of a trace.
@@ -113,9 +115,10 @@ pub struct DeviceReplay {
     pub peak_time_us: Option<i64>,
     /// What was alive at the peak, by site, largest first.
     pub peak_by_site: Vec<SiteBytes>,
-    /// Allocations of the trace the program never freed by the dump, by site: leak
-    /// candidates. A block freed but still waiting for its streams is not one.
-    pub never_freed_by_site: Vec<SiteBytes>,
+    /// Allocations of the trace the program never freed by the dump, by site:
+    /// accumulating sites first (README), then largest first. A block freed but still
+    /// waiting for its streams is not one.
+    pub never_freed_by_site: Vec<NeverFreed>,
     /// Allocations made and freed inside the trace, by site: the churn.
     pub churn_by_site: Vec<SiteBytes>,
     /// Out-of-memory events.
@@ -133,7 +136,7 @@ pub(super) type Live = FxHashMap<u64, (u64, StackId)>;
 /// How entries change allocated bytes: which free counts (`free_completed`, or
 /// `free_requested` in traces that never complete one).
 pub(super) struct Rules {
-    free: Action,
+    pub(super) free: Action,
 }
 
 impl Rules {
@@ -240,18 +243,7 @@ pub fn replay(snapshot: &Snapshot, device: u32, sites: &mut Sites, points: usize
     };
     let mut churn = Vec::new();
     let mut ooms = Vec::new();
-    // Live blocks the program has freed, waiting for their streams to finish with them.
-    let mut freed_pending = FxHashSet::default();
     for (k, e) in trace.iter().enumerate() {
-        match e.action {
-            Action::Alloc => {
-                freed_pending.remove(&e.addr);
-            }
-            Action::FreeRequested => {
-                freed_pending.insert(e.addr);
-            }
-            _ => {}
-        }
         if e.action == Action::Oom {
             let (d, r) = if k == 0 { (0, 0) } else { deltas[k - 1] };
             ooms.push(OomEvent {
@@ -278,12 +270,7 @@ pub fn replay(snapshot: &Snapshot, device: u32, sites: &mut Sites, points: usize
             peak_by_site = alive(sites, &live, before - before_freed as i64);
         }
     }
-    let never_freed_by_site = by_site(
-        sites,
-        live.iter()
-            .filter(|(addr, _)| !freed_pending.contains(*addr))
-            .map(|(_, &(size, stack))| (stack, size)),
-    );
+    let never_freed_by_site = never_freed(trace, &rules, sites);
     let largest_alloc = trace
         .iter()
         .enumerate()
@@ -409,7 +396,7 @@ mod tests {
     /// Stacks holding one user frame, and that frame's stack.
     fn user_stack() -> (Stacks, StackId) {
         let mut stacks = Stacks::default();
-        let f = stacks.frame("step", "/home/u/train.py", 7);
+        let f = stacks.frame("step", "/home/u/train.py", Some(7));
         let user = stacks.stack(&[f]);
         (stacks, user)
     }
@@ -448,7 +435,7 @@ mod tests {
             peak,
             [("/home/u/train.py:7 step", 500), (BEFORE_TRACE_SITE, 100)]
         );
-        assert_eq!(r.never_freed_by_site[0].bytes, 200);
+        assert_eq!(r.never_freed_by_site[0].sums.bytes, 200);
         assert_eq!(r.churn_by_site[0].bytes, 300);
         let oom = &r.ooms[0];
         assert_eq!((oom.requested_bytes, oom.allocated_bytes), (900, 260));
@@ -481,6 +468,6 @@ mod tests {
         // Block 1 still counts as allocated (its free has not completed)...
         assert_eq!(r.trace_net_delta_bytes, 349);
         // ...but only block 3 was never freed by the program.
-        assert_eq!(r.never_freed_by_site[0].bytes, 50);
+        assert_eq!(r.never_freed_by_site[0].sums.bytes, 50);
     }
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::fragmentation::{fragmentation, Fragmentation};
+use super::never_freed::{self, NeverFreed};
 use super::replay::BEFORE_TRACE_SITE;
 use super::replay::{replay, DeviceReplay, OomEvent};
 use super::sites::{by_site, summed, SiteBytes, Sites};
@@ -104,8 +105,9 @@ pub struct SnapshotReport {
     pub peak: Option<Alive>,
     /// What is alive at the dump (allocated and pending-free blocks), by site.
     pub now: Alive,
-    /// Allocations of the trace never freed by the dump, by site, over all devices.
-    pub never_freed: Vec<SiteBytes>,
+    /// Allocations of the trace never freed by the dump, by site, over all devices:
+    /// accumulating sites first (all of them, whatever `top`), then largest first.
+    pub never_freed: Vec<NeverFreed>,
     /// Allocations made and freed within the trace, by site, over all devices.
     pub churn: Vec<SiteBytes>,
     /// Out-of-memory events, over all devices.
@@ -206,7 +208,8 @@ pub fn snapshot_report(snapshot: &Snapshot, path: PathBuf, options: &Options) ->
         })
         .map(|&d| replay(snapshot, d, &mut sites, options.points))
         .collect();
-    let never_freed = summed(devices.iter().flat_map(|d| d.never_freed_by_site.clone()));
+    let never_freed =
+        never_freed::merged(devices.iter().flat_map(|d| d.never_freed_by_site.clone()));
     let churn = summed(devices.iter().flat_map(|d| d.churn_by_site.clone()));
     let ooms = devices.iter().flat_map(|d| d.ooms.clone()).collect();
     let main = devices
@@ -254,13 +257,11 @@ pub fn snapshot_report(snapshot: &Snapshot, path: PathBuf, options: &Options) ->
         )
     });
     for d in &mut devices {
-        for list in [
-            &mut d.peak_by_site,
-            &mut d.never_freed_by_site,
-            &mut d.churn_by_site,
-        ] {
+        for list in [&mut d.peak_by_site, &mut d.churn_by_site] {
             *list = keep_top(std::mem::take(list), options.top);
         }
+        d.never_freed_by_site =
+            never_freed::keep_top(std::mem::take(&mut d.never_freed_by_site), options.top);
     }
     SnapshotReport {
         schema: SCHEMA,
@@ -271,7 +272,7 @@ pub fn snapshot_report(snapshot: &Snapshot, path: PathBuf, options: &Options) ->
         trace,
         peak,
         now,
-        never_freed: keep_top(never_freed, options.top),
+        never_freed: never_freed::keep_top(never_freed, options.top),
         churn: keep_top(churn, options.top),
         ooms,
         devices,

@@ -139,9 +139,18 @@ impl<'a> Sites<'a> {
         }
         chosen
             .iter()
-            .map(|f| format!("{}:{} {}", names.get(f.filename), f.line, names.get(f.name)))
+            .map(|f| frame_text(names.get(f.filename), f.line, names.get(f.name)))
             .collect::<Vec<_>>()
             .join(FRAME_SEPARATOR)
+    }
+}
+
+/// A frame as a site shows it: `file.py:LINE function`, or `file.py function` when the
+/// line is unknown.
+fn frame_text(filename: &str, line: Option<i64>, name: &str) -> String {
+    match line {
+        Some(line) => format!("{filename}:{line} {name}"),
+        None => format!("{filename} {name}"),
     }
 }
 
@@ -208,7 +217,10 @@ mod tests {
     use super::*;
 
     fn stack(s: &mut Stacks, frames: &[(&str, &str, i64)]) -> StackId {
-        let ids: Vec<u32> = frames.iter().map(|&(n, f, l)| s.frame(n, f, l)).collect();
+        let ids: Vec<u32> = frames
+            .iter()
+            .map(|&(n, f, l)| s.frame(n, f, (l >= 0).then_some(l)))
+            .collect();
         s.stack(&ids)
     }
 
@@ -266,6 +278,8 @@ mod tests {
             &mut s,
             &[("forward", torch, 125), ("main", "<frozen runpy>", 1)],
         );
+        // A line torch could not place (read as `None`; -1 here).
+        let unplaced = stack(&mut s, &[("step", "/home/me/train.py", -1)]);
         let mut one = Sites::new(&s, 1);
         assert_eq!(one.of(st), "/home/me/model.py:40 forward");
         assert_eq!(one.of(native), NATIVE_SITE);
@@ -275,6 +289,7 @@ mod tests {
         assert_eq!(one.of(details), "(backward: mm_mat2_backward)");
         assert_eq!(one.of(NO_STACK), NO_STACK_SITE);
         assert_eq!(one.of(library_only), format!("{torch}:125 forward"));
+        assert_eq!(one.of(unplaced), "/home/me/train.py step");
         let mut two = Sites::new(&s, 2);
         assert_eq!(
             two.of(st),
