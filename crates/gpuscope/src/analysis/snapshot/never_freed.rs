@@ -115,8 +115,8 @@ pub(super) fn never_freed(
     out
 }
 
-/// Where an entry is in the trace, from 0 to 1: the mean of its share of the entries and
-/// its share of the time (README says why), or the share of entries without times.
+/// Where an entry is in the trace, from 0 to 1: its share of the trace's time
+/// (`time_us`), or its share of the entries in traces without times.
 struct Clock<'a> {
     trace: &'a [TraceEntry],
     /// The first and last entries' times, when both are known and differ.
@@ -134,13 +134,9 @@ impl Clock<'_> {
     }
 
     fn at(&self, k: usize) -> f64 {
-        let by_entries = k as f64 / (self.trace.len().max(2) - 1) as f64;
         match (self.span, self.trace[k].time_us) {
-            (Some((t0, t1)), Some(t)) => {
-                let by_time = ((t - t0) as f64 / (t1 - t0) as f64).clamp(0.0, 1.0);
-                (by_entries + by_time) / 2.0
-            }
-            _ => by_entries,
+            (Some((t0, t1)), Some(t)) => ((t - t0) as f64 / (t1 - t0) as f64).clamp(0.0, 1.0),
+            _ => k as f64 / (self.trace.len().max(2) - 1) as f64,
         }
     }
 }
