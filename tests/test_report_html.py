@@ -473,3 +473,26 @@ def test_totals_chart_names_only_the_lines_it_draws(pages: dict[str, Page]) -> N
     assert "CUDA" in note and "CPU" in note, note
     assert [c.series for c in log.charts if c.title == TOTALS_CHART]
     assert [n for n in log.notes if "reserved" in n] == []
+
+
+def test_allocator_verdict_and_ooms_lead_the_run(chromium: str, tmp_path: Path) -> None:
+    """The H200 runs: what the allocator's counters say, the OOMs and retries with their
+    iterations, and a caught impossible request, above the charts of each run."""
+    h200 = SHARED_DATA / "gpu-h200"
+    runs = [h200 / "lm_variable_capped", h200 / "lm_clean"]
+    doc = report_json(*runs)
+    html_file = tmp_path / "h200.html"
+    report_html(html_file, *runs)
+    dom = dump_dom(chromium, html_file)
+    capped, clean = dom.split("<section")[1:3]
+    for section, verdict in ((capped, "fragmentation"), (clean, "cache, not fragmentation")):
+        assert f"<b>Allocator: {verdict}</b>" in section
+        assert section.index("Allocator: ") < section.index("<svg")
+    rises = doc["runs"][0]["fragmentation"]["rose_at"]
+    rows = re.findall(r"<tr><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td></tr>", capped)
+    assert [tuple(map(int, r)) for r in rows[: len(rises)]] == [
+        (r["iteration"], r["ooms"], r["alloc_retries"]) for r in rises
+    ]
+    assert sum(int(r[1]) for r in rows[: len(rises)]) == 18
+    assert "an impossible request, 16.0 TiB asked of a 140 GiB device" in clean
+    assert clean.index("impossible request") < clean.index("<svg")
