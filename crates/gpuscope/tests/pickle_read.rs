@@ -12,26 +12,10 @@ mod one_byte;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use common::{python, LOAD_SNAPSHOT_PY};
 use gpuscope::pickle::{self, Fold, Pickle, PickleError, StrId, Value};
 use one_byte::OneByte;
-
-/// Runs `python3 -c <script> <args>` and returns its standard output.
-fn python(script: &str, args: &[&Path]) -> String {
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "python3 failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("python3 prints UTF-8")
-}
 
 /// One JSON object per line of `text`.
 fn json_lines(text: &str) -> Vec<serde_json::Value> {
@@ -565,11 +549,7 @@ fn snapshot(name: &str) -> PathBuf {
 /// refuses every global (so the snapshot is plain data).
 const SNAPSHOT_FACTS_PY: &str = r#"
 import collections
-class PlainOnly(pickle.Unpickler):
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError('global %s.%s' % (module, name))
-with open(sys.argv[1], 'rb') as f:
-    obj = PlainOnly(f).load()
+obj = snap
 traces = obj['device_traces']
 entries = [e for d in traces for e in d]
 frame_dicts = {}
@@ -603,9 +583,11 @@ fn the_real_snapshots_match_python_and_the_reference_figures() {
         serde_json::from_slice(&std::fs::read(snapshot("reference.json")).unwrap()).unwrap();
     for name in ["lm_fullstep_ctx128.pickle", "finetune_no_timestamps.pickle"] {
         let path = snapshot(name);
-        let facts: serde_json::Value =
-            serde_json::from_str(&python(&format!("{CANON_PY}{SNAPSHOT_FACTS_PY}"), &[&path]))
-                .unwrap();
+        let facts: serde_json::Value = serde_json::from_str(&python(
+            &format!("{CANON_PY}{LOAD_SNAPSHOT_PY}{SNAPSHOT_FACTS_PY}"),
+            &[&path],
+        ))
+        .unwrap();
         let p = pickle::read_path(&path).unwrap();
         let root = p.root();
         let keys: Vec<&str> = p

@@ -10,27 +10,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use common::{python, LOAD_SNAPSHOT_PY};
 use gpuscope::analysis::snapshot::{snapshot_report, Options};
 use gpuscope::render::snapshot::{ACCUMULATING, NONE_ACCUMULATING, NOT_ACCUMULATING};
 use gpuscope::snapshot::{read_snapshot, Parts};
 use serde_json::Value;
-
-fn python(script: &str, args: &[&Path]) -> String {
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// The report of the snapshot at `path`, as the JSON document has it.
 fn report(path: &Path) -> Value {
@@ -128,12 +113,6 @@ fn a_one_step_trace_without_times_has_no_accumulating_site() {
 /// `snapshot_at` keeps 100 000): a window that starts inside a step. Prints how many
 /// allocations were kept.
 const INJECT_LEAK_PY: &str = r#"
-import pickle, sys
-class PlainOnly(pickle.Unpickler):
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError('global %s.%s' % (module, name))
-with open(sys.argv[1], 'rb') as f:
-    snap = PlainOnly(f).load()
 trace = snap['device_traces'][0]
 key = lambda e: (e['size'], tuple((f['name'], f['filename'], f['line']) for f in e['frames']))
 target = next(key(e) for e in reversed(trace) if e['action'] == 'alloc'
@@ -173,7 +152,7 @@ fn the_h200_trace_with_a_leak_put_in_has_one_accumulating_site() {
     let (tail, healthy_tail) = (path("tail.pickle"), path("healthy_tail.pickle"));
     let original = common::shared_data("gpu-h200/lm_clean/snapshots/iter30.pickle");
     let kept: u64 = python(
-        INJECT_LEAK_PY,
+        &format!("{LOAD_SNAPSHOT_PY}{INJECT_LEAK_PY}"),
         &[&original, &timed, &untimed, &tail, &healthy_tail],
     )
     .trim()

@@ -8,8 +8,8 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
+use common::{python, LOAD_SNAPSHOT_PY};
 use gpuscope::analysis::snapshot::{snapshot_report, Options};
 use gpuscope::snapshot::{read_snapshot, Parts};
 use serde_json::Value;
@@ -19,12 +19,6 @@ use serde_json::Value;
 /// largest, as gpuscope picks it), writes it as `torch.cuda.memory._dump_snapshot` does
 /// (`pickle.dump`, default protocol), and prints that user frame and the LONG1 count.
 const UNPLACE_PY: &str = r#"
-import json, pickle, pickletools, sys
-class PlainOnly(pickle.Unpickler):
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError('global %s.%s' % (module, name))
-with open(sys.argv[1], 'rb') as f:
-    snap = PlainOnly(f).load()
 allocs = [e for e in snap['device_traces'][0] if e['action'] == 'alloc']
 largest = max(allocs, key=lambda e: e['size'])
 frames = largest['frames']
@@ -103,18 +97,10 @@ fn a_line_of_2_64_minus_1_is_read_and_shown_as_unknown() {
     let original = common::shared_data("snapshots/lm_fullstep_ctx128.pickle");
     let dir = tempfile::tempdir().unwrap();
     let unplaced_path = dir.path().join("unplaced.pickle");
-    let out = Command::new("python3")
-        .args(["-c", UNPLACE_PY])
-        .arg(&original)
-        .arg(&unplaced_path)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = python(
+        &format!("{LOAD_SNAPSHOT_PY}{UNPLACE_PY}"),
+        &[&original, &unplaced_path],
     );
-    let stdout = String::from_utf8(out.stdout).unwrap();
     let mut lines = stdout
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap());

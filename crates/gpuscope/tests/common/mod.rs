@@ -3,7 +3,8 @@
 #![allow(dead_code)]
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// `../shared/data/<rel>` beside the repository, where the real GPU artifacts live.
 pub fn shared_data(rel: &str) -> PathBuf {
@@ -38,3 +39,30 @@ pub fn trace_text(name: &str) -> String {
         .unwrap();
     text
 }
+
+/// Runs `python3 -c <script> <args>` and returns its standard output.
+pub fn python(script: &str, args: &[&Path]) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "python3 failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("python3 prints UTF-8")
+}
+
+/// Python that loads the snapshot at `sys.argv[1]` as `snap` with an unpickler that
+/// refuses every global (so it is plain data); scripts go on from there.
+pub const LOAD_SNAPSHOT_PY: &str = r#"
+import json, pickle, pickletools, sys
+class PlainOnly(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError('global %s.%s' % (module, name))
+with open(sys.argv[1], 'rb') as f:
+    snap = PlainOnly(f).load()
+"#;
