@@ -391,12 +391,6 @@ def test_model_only(tmp_path: Path) -> None:
     assert c["buffers"] == 0
 
 
-@pytest.mark.xfail(
-    torch.cuda.is_available(),
-    reason="without a model, MemoryProfiler takes the CUDA device even when the optimizer's "
-    "parameters are on the CPU (profiler._device does not look at the optimizer)",
-    strict=True,
-)
 def test_optimizer_only(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = MLP()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import math
 import numbers
 import os
@@ -108,7 +109,7 @@ class MemoryProfiler:
         self.large_threshold = int(large_threshold_mb * MB)
         self.top_k = top_k
         self.census = CensusTaker(model, optimizer, module_depth)
-        self.device = self._device(model, device)
+        self.device = self._device(model, optimizer, device)
         self.rank, world = distributed_rank()
         self.ranked = world > 1
         self.records = 0
@@ -344,11 +345,19 @@ class MemoryProfiler:
         dump_snapshot(path)
 
     @staticmethod
-    def _device(model: torch.nn.Module | None, device: str | torch.device | None) -> torch.device:
+    def _device(
+        model: torch.nn.Module | None,
+        optimizer: torch.optim.Optimizer | None,
+        device: str | torch.device | None,
+    ) -> torch.device:
+        """The device named, else the model's, else the optimizer's parameters', else the
+        current CUDA device where there is one."""
         if device is not None:
             return torch.device(device)
-        if model is not None:
-            for p in model.parameters():
+        params = model.parameters() if model is not None else ()
+        groups = optimizer.param_groups if optimizer is not None else ()
+        for p in itertools.chain(params, (p for g in groups for p in g["params"])):
+            if isinstance(p, torch.Tensor):
                 return p.device
         return (
             torch.device("cuda", torch.cuda.current_device())
