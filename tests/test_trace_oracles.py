@@ -39,6 +39,11 @@ ABS_TOLERANCE_US = 2.0
 # "Optimizer.zero_grad#Adam.zero_grad" here), which gpuscope keeps out of its operator
 # tables (they are ranges the user named, not ATen operators).
 ANNOTATION_CATEGORY = "user_annotation"
+# On a machine with CUDA, key_averages() of a CPU-only profile also lists the CUDA runtime
+# calls torch makes on the CPU (cudaStreamIsCapturing), which the exported trace does not
+# hold as operators. torch's side keeps only the names the trace holds as anything but a
+# runtime or driver call, so the tests mean the same with and without a GPU.
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
 
 # torch deprecates export_memory_timeline in favour of CUDA allocator snapshots, which a
 # CPU run does not have; it is what gpuscope reads.
@@ -115,6 +120,11 @@ def shapes_key(shapes: Any) -> str:
     return json.dumps(shapes, separators=(",", ":"))
 
 
+def traced_names(events: list[dict[str, Any]]) -> set[str]:
+    """Names the trace holds as operators or ranges (see RUNTIME_CATEGORIES)."""
+    return {str(e["name"]) for e in events if e.get("cat") not in RUNTIME_CATEGORIES}
+
+
 def torch_op(event: Any) -> TorchOp:
     return TorchOp(
         count=int(event.count),
@@ -131,12 +141,14 @@ def operator_run(tmp_path_factory: pytest.TempPathFactory) -> OperatorRun:
         train(model, opt, x, y)
     trace = work / "operators.pt.trace.json"
     prof.export_chrome_trace(str(trace))
-    by_name = {e.key: torch_op(e) for e in prof.key_averages()}
+    events = trace_events(trace)
+    traced = traced_names(events)
+    by_name = {e.key: torch_op(e) for e in prof.key_averages() if e.key in traced}
     by_shapes = {
         (e.key, shapes_key(e.input_shapes)): torch_op(e)
         for e in prof.key_averages(group_by_input_shape=True)
+        if e.key in traced
     }
-    events = trace_events(trace)
     annotations = {str(e["name"]) for e in events if e.get("cat") == ANNOTATION_CATEGORY}
     unshaped = {
         str(e["name"])
@@ -306,10 +318,10 @@ def nested_run(tmp_path_factory: pytest.TempPathFactory) -> OperatorRun:
             torch.autograd.backward(Scale.apply(x).sum())
     trace = work / "nested.pt.trace.json"
     prof.export_chrome_trace(str(trace))
-    by_name = {e.key: torch_op(e) for e in prof.key_averages()}
-    annotations = {
-        str(e["name"]) for e in trace_events(trace) if e.get("cat") == ANNOTATION_CATEGORY
-    }
+    events = trace_events(trace)
+    traced = traced_names(events)
+    by_name = {e.key: torch_op(e) for e in prof.key_averages() if e.key in traced}
+    annotations = {str(e["name"]) for e in events if e.get("cat") == ANNOTATION_CATEGORY}
     return OperatorRun(trace, by_name, {}, annotations, set(), gpuscope_json(trace))
 
 
