@@ -106,7 +106,7 @@ class EventWriter:
 
 @final
 class RunWriter:
-    """Writes memory records to profiles/memory.jsonl, the seed's text log and TensorBoard."""
+    """Writes memory records to profiles/memory.jsonl, the tensor_profile text log and TensorBoard."""
 
     def __new__(
         cls,

@@ -1,5 +1,5 @@
-"""Command-line switches for a training script's own argparse, as the seed's ``train.py``
-has them (``--profile_tensors True``), and a profiler built from them.
+"""Command-line switches for a training script's own argparse, as training scripts commonly
+have them (``--profile_tensors True``), and a profiler built from them.
 
 >>> parser = argparse.ArgumentParser()
 >>> gpuscope.add_argparse_flags(parser)              # doctest: +SKIP
@@ -30,7 +30,7 @@ def str2bool(text: str) -> bool:
 def add_argparse_flags(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """Adds ``--profile_tensors``, ``--profile_interval``, ``--profile_dir``,
     ``--profile_scan`` and ``--snapshot_at``. ``--profile_tensors`` alone also means True
-    (the seed's guide warns that it did not)."""
+    (argparse's ``type=bool`` would read any string as True)."""
     group = parser.add_argument_group("gpuscope memory profiling")
     group.add_argument(
         "--profile_tensors",

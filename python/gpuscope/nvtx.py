@@ -1,5 +1,5 @@
 """NVTX ranges and marks for Nsight Systems, and a capture range around the part of the
-program worth recording (seed 003).
+program worth recording.
 
 Neither needs torch, so a JAX or plain-CUDA program can use them: with torch imported and
 CUDA available they go through ``torch.cuda.nvtx`` and ``torch.cuda.profiler``; otherwise

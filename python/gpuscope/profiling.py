@@ -1,4 +1,4 @@
-"""torch.profiler from seed 004's ``profiling:`` section: a config loaded from YAML, a dict
+"""torch.profiler from a training config's ``profiling:`` section: a config loaded from YAML, a dict
 or ``--profiling.<key> VALUE`` overrides, and a session that writes each trace into the run
 directory and prints what gpuscope's trace analysis makes of it.
 
@@ -37,7 +37,7 @@ _ACTIVE: list[ProfileSession] = []
 
 @dataclass(frozen=True)
 class ProfilingConfig:
-    """Seed 004's ``profiling:`` section, with its defaults.
+    """A training config's ``profiling:`` section, with its defaults.
 
     ``wait`` steps are skipped, ``warmup`` steps are recorded but not saved, ``active`` steps
     are saved as one trace, and the cycle runs ``repeat`` times (0: until the session

@@ -138,7 +138,7 @@ pub enum TbFormat {
 
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
-    /// Run directories, memory*.jsonl files, seed-format tensor_profile_*.log files or
+    /// Run directories, memory*.jsonl files, tensor_profile_*.log text logs or
     /// TensorBoard event files/directories; `latest` is the newest run under the current
     /// directory (or $GPUSCOPE_RUNS)
     #[arg(required = true)]
@@ -399,7 +399,7 @@ pub struct MonitorArgs {
     /// Stop after N samples (default: until Ctrl-C)
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub count: Option<usize>,
-    /// Output format: text (the seed's line, or --watch's table) or json (one line per sample)
+    /// Output format: text (one line per sample, or --watch's table) or json (one line per sample)
     #[arg(long, value_enum, default_value_t = MonitorFormat::Text, conflicts_with = "watch")]
     pub format: MonitorFormat,
     /// Also append every sample to FILE: .csv for one row per GPU, else JSON lines (gpu.jsonl's)

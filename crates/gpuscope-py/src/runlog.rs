@@ -23,7 +23,7 @@ use crate::writers;
 const REPORT_WIDTH: u16 = 80;
 
 /// Writes memory records (plain dicts shaped like a `profiles/memory.jsonl` line) to the
-/// JSONL, the seed-format text log and TensorBoard, on background threads.
+/// JSONL, the tensor_profile text log and TensorBoard, on background threads.
 #[pyclass(name = "RunWriter", module = "gpuscope._native")]
 pub struct PyRunWriter {
     inner: Option<RunWriter>,

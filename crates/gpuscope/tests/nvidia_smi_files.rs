@@ -7,7 +7,7 @@ mod common;
 use common::shared_data;
 use gpuscope::gpu::nvidia_smi::parse_saved;
 use gpuscope::model::gpu::{GpuSample, MIB};
-use gpuscope::render::monitor::seed_text;
+use gpuscope::render::monitor::line_text;
 
 fn read(name: &str) -> Vec<GpuSample> {
     let path = shared_data(&format!("nvidia-smi/{name}"));
@@ -134,14 +134,14 @@ fn exporter_csv_with_its_own_columns_and_na() {
 }
 
 #[test]
-fn the_seed_text_of_a_real_table_is_a_line_per_gpu() {
+fn the_line_text_of_a_real_table_is_a_line_per_gpu() {
     let gpus = read("nvidia-htop__FAKE_STDIN_NEW_FORMAT__driver450_RTX2070.txt");
     let sample = gpuscope::model::gpu::Sample {
         gpus,
         ..Default::default()
     };
     // 749 / 7981 MiB = 0.73 / 7.79 GB (9 %); 871 / 2002 MiB = 0.85 / 1.96 GB (44 %).
-    assert!(seed_text(&sample).starts_with(
+    assert!(line_text(&sample).starts_with(
         "GPU0 Memory: 0.7 GB / 7.8 GB (9%), 2% util, 50°C, 27 W\n\
          GPU1 Memory: 0.9 GB / 2.0 GB (44%), 0% util, 30°C, 1 W\nHost RAM"
     ));
@@ -150,7 +150,7 @@ fn the_seed_text_of_a_real_table_is_a_line_per_gpu() {
         gpus: read("nvidia-htop__FAKE_STDIN__driver390_8xGTX1080Ti.txt"),
         ..Default::default()
     };
-    let text = seed_text(&sample);
+    let text = line_text(&sample);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 9, "{text}");
     assert!(

@@ -117,7 +117,7 @@ _DTYPE_NAMES: dict[torch.dtype, str] = {}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float32`` -> ``float32``, as the seeds' tags spell it."""
+    """``torch.float32`` -> ``float32``, as the ``TensorProfiling/Tensor_DType/*`` tags spell it."""
     name = _DTYPE_NAMES.get(dtype)
     if name is None:
         name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
@@ -270,7 +270,7 @@ def _is_lazy(t: torch.Tensor) -> bool:
 
 
 def scan_heap(census: Census, device: torch.device | None = None) -> list[Counted]:
-    """Tensors reachable from Python that the census does not hold — the seeds'
+    """Tensors reachable from Python that the census does not hold — a
     ``gc.get_objects()`` walk, de-duplicated by storage (on ``device`` only, if given).
     Only tensors with a Python object are found; memory held without one (buffers C++
     operators save for backward) is covered by the allocator's or the heap's remainder,

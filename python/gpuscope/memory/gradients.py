@@ -1,6 +1,6 @@
 """Gradient flow: norms of the gradients after ``backward()`` and before the optimizer
 step, globally, per parameter group and per submodule, the share of zero gradients, and
-how often clipping bit (seed 001's wish list); as an opt-in, the update/weight ratio
+how often clipping bit; as an opt-in, the update/weight ratio
 (how far the optimizer step moved the weights, relative to their size), which needs a
 copy of the weights from before the step.
 

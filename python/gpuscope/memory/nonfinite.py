@@ -1,4 +1,4 @@
-"""NaN/Inf forensics (seed 003's other common question after out-of-memory).
+"""NaN/Inf forensics: after out-of-memory, the most common question in training.
 
 :class:`NonfiniteCheck` is the cheap per-iteration check behind
 ``MemoryProfiler.check_finite``: are the loss components and the global gradient norm

@@ -8,7 +8,7 @@
 
 A record holds the census of model and optimizer (exact, per unique storage), the
 allocator's figures on CUDA, the process's figures, and the loss components. The Rust
-engine writes it to ``profiles/memory.jsonl``, the seed's text log and TensorBoard on
+engine writes it to ``profiles/memory.jsonl``, the ``tensor_profile_<ts>.log`` text log and TensorBoard on
 background threads. Nothing here may stop training: a failure is reported once, as a
 warning, and training goes on.
 """

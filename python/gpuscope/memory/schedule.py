@@ -1,6 +1,6 @@
 """When the profiler records: every N iterations, with windows of denser recording.
 
-Seed 000's ``if 45000 <= iteration <= 48000: interval = 10`` is
+A training loop's ``if 45000 <= iteration <= 48000: interval = 10`` is
 ``Schedule(every=50, windows=[(45000, 48000, 10)])``.
 """
 

@@ -1,6 +1,6 @@
 """Timed sections: ``with scope.section("render"):`` measures each named part of an
-iteration, so a record says how long rendering, the loss and densification took (seed
-001's wish list) and how much memory each added.
+iteration, so a record says how long rendering, the loss and densification took and how
+much memory each added.
 
 On CPU a section is wall time (``perf_counter_ns``). On CUDA it records a pair of CUDA
 events and reads their elapsed time only when a record is taken, so timing never forces

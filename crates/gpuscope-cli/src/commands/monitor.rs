@@ -1,5 +1,5 @@
 //! `gpuscope monitor`: samples GPUs and the host every `--interval`, prints each sample
-//! (the seed's line, `--watch`'s table, or JSON), logs them (`--log`, `--tensorboard`),
+//! (one line per sample, `--watch`'s table, or JSON), logs them (`--log`, `--tensorboard`),
 //! and on Ctrl-C, SIGTERM or after `--count` samples prints the peaks and exits 0.
 
 use std::io::{self, IsTerminal, Write};
@@ -100,7 +100,7 @@ fn show(
             }
             render::watch(sample, output::text_width(), out)?;
         }
-        (MonitorFormat::Text, false) => writeln!(out, "{}", render::seed_text(sample))?,
+        (MonitorFormat::Text, false) => writeln!(out, "{}", render::line_text(sample))?,
     }
     out.flush()
 }

@@ -45,10 +45,10 @@ fn used_of(
     text
 }
 
-/// The seed's line: with one GPU (or none) its figures and the host's on one line; with
-/// several, a line per GPU and then the host's, so a node of eight stays readable in 80
-/// columns instead of one line of 600.
-pub fn seed_text(sample: &Sample) -> String {
+/// The monitor's line (`GPU Memory: … | Host RAM: …`): with one GPU (or none) its
+/// figures and the host's on one line; with several, a line per GPU and then the host's,
+/// so a node of eight stays readable in 80 columns instead of one line of 600.
+pub fn line_text(sample: &Sample) -> String {
     let single = sample.gpus.len() <= 1;
     let mut gpus: Vec<String> = sample
         .gpus
@@ -276,7 +276,7 @@ mod tests {
             }],
             ..Sample::default()
         };
-        assert!(seed_text(&sample).starts_with("GPU Memory: 15.6 GB / 16.0 GB (97%) | Host RAM"));
+        assert!(line_text(&sample).starts_with("GPU Memory: 15.6 GB / 16.0 GB (97%) | Host RAM"));
     }
 
     #[test]
@@ -291,7 +291,7 @@ mod tests {
             ],
             ..Sample::default()
         };
-        let text = seed_text(&sample);
+        let text = line_text(&sample);
         assert!(
             text.starts_with("GPU0 Memory: n/a / n/a\nGPU1 Memory: n/a / n/a\nHost RAM n/a / n/a"),
             "{text}"
