@@ -12,7 +12,7 @@
 //!   [`MIN_LATE_RATIO`] of the whole window's; a one-time step or growth that stops, such
 //!   as densification ending, fails this).
 //! - **Verdict**: a leak is suspected when a category grows in a sustained way; it names
-//!   the one that grew most, with the seed guide's reading of it.
+//!   the one that grew most, with its usual reading.
 
 use std::collections::BTreeMap;
 
@@ -224,7 +224,7 @@ fn verdict(trends: &BTreeMap<String, SeriesTrend>) -> LeakVerdict {
     }
 }
 
-/// The seed guide's reading of a growing category.
+/// The usual reading of a growing category.
 fn reading(category: &str) -> &'static str {
     match category {
         "parameters" => "a leak in the model, or densification that never stops",

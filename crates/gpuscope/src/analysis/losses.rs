@@ -1,7 +1,7 @@
-//! Loss components over a run (seed 001): the phases (which components were active from
+//! Loss components over a run: the phases (which components were active from
 //! which iteration), each component's share of the total per phase, and loss spikes — a
 //! total far outside its recent spread — with the component that drove each one and what
-//! memory did around it (seed 002: "memory timeline correlation with loss spikes").
+//! memory did around it ("memory timeline correlation with loss spikes").
 
 use std::collections::BTreeMap;
 
@@ -221,9 +221,9 @@ mod tests {
         }
     }
 
-    /// Seed 001's schedule, scaled down: rendering only until 70, + entropy and
+    /// A phased training's schedule, scaled down: rendering only until 70, + entropy and
     /// depth-normal until 90, then rendering + depth-normal + sdf.
-    fn seed_run() -> Vec<MemoryRecord> {
+    fn phased_run() -> Vec<MemoryRecord> {
         (0..120)
             .step_by(5)
             .map(|it| {
@@ -248,7 +248,7 @@ mod tests {
 
     #[test]
     fn phases_follow_the_components() {
-        let a = analyze(&seed_run());
+        let a = analyze(&phased_run());
         let spans: Vec<_> = a
             .phases
             .iter()
@@ -264,7 +264,7 @@ mod tests {
 
     #[test]
     fn a_spike_names_its_component_and_the_memory_change() {
-        let mut run = seed_run();
+        let mut run = phased_run();
         let i = run.iter().position(|r| r.iteration == 115).unwrap();
         run[i].losses.insert("sdf_estimation".into(), 5.0);
         let total = run[i]

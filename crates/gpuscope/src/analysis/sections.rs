@@ -1,5 +1,5 @@
 //! Timed sections over a run: how long each section takes, and which grew — per loss
-//! phase when the run has phases (seed 001 switches loss terms on as training goes), and
+//! phase when the run has phases (trainings that switch loss terms on as they go), and
 //! between the first and the last third of the run.
 
 use serde::Serialize;

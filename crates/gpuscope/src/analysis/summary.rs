@@ -1,4 +1,4 @@
-//! The summary the seed's `analyze_tensor_profile.py` prints for a run, with the same facts:
+//! The summary `analyze_tensor_profile.py`-style analyzers print for a run, with the same facts:
 //! iteration range, number of records, start → end of allocated, reserved, fragmentation
 //! and tensor count, and the categories and dtypes at the end.
 
@@ -15,7 +15,7 @@ pub struct Figures {
     pub allocated_bytes: Option<u64>,
     /// Allocator's reserved bytes; `null` on CPU.
     pub reserved_bytes: Option<u64>,
-    /// The seeds' fragmentation, `(reserved − allocated) / reserved`; `null` on CPU.
+    /// The unallocated share, `(reserved − allocated) / reserved`; `null` on CPU.
     pub fragmentation_percent: Option<f64>,
     /// Unique tensor storages counted.
     pub tensor_count: u64,

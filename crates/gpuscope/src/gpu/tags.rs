@@ -1,6 +1,6 @@
 //! The TensorBoard scalars of a GPU sample. Prefixes: `GPU/` and `Host/` belong to the
 //! monitor and `gpuscope run` (`System/` is the in-training profiler's). Sizes in the
-//! seeds' MB (2^20 bytes); a figure that was not measured is left out, never written as 0.
+//! MB (2^20 bytes); a figure that was not measured is left out, never written as 0.
 
 use crate::model::gpu::Sample;
 use crate::model::memory::mb;

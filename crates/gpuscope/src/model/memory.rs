@@ -138,7 +138,8 @@ pub struct SectionStats {
 /// exactly from the model and optimizer; activations and other are what remains of the
 /// allocator's (or on CPU, the heap's) figure, or what a heap scan found. `null` marks a
 /// category that was not measured: a log written by another tool may not have it (the
-/// seed's logs have no optimizer state), and a missing figure is not a zero.
+/// `tensor_profile_<ts>.log` files other tools write have no optimizer state), and a
+/// missing figure is not a zero.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Categories {
     /// `model.named_parameters()`, unique storages.
@@ -254,7 +255,8 @@ pub struct AllocatorStats {
 }
 
 impl AllocatorStats {
-    /// The seeds' fragmentation: `(reserved − allocated) / reserved`, in percent.
+    /// The unallocated share of reserved memory, `(reserved − allocated) / reserved`, in
+    /// percent: the text log's `Fragmentation:` figure.
     pub fn fragmentation_percent(&self) -> f64 {
         percent(
             self.reserved_bytes.saturating_sub(self.allocated_bytes),
@@ -294,17 +296,17 @@ pub fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// Bytes in the seeds' MB (2^20 bytes).
+/// Bytes in the text log's and tags' MB (2^20 bytes).
 pub fn mb(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }
 
-/// A signed byte figure (a slope, a change) in the seeds' MB.
+/// A signed byte figure (a slope, a change) in MB (2^20 bytes).
 pub fn mb_signed(bytes: f64) -> f64 {
     bytes / (1u64 << 20) as f64
 }
 
-/// The seeds' MB (2^20 bytes) in bytes; negative and non-finite figures become 0.
+/// MB (2^20 bytes) in bytes; negative and non-finite figures become 0.
 pub fn bytes_from_mb(mb: f64) -> u64 {
     if mb.is_finite() && mb > 0.0 {
         (mb * (1u64 << 20) as f64).round() as u64

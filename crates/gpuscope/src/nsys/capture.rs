@@ -1,5 +1,5 @@
 //! The nsys command lines gpuscope runs, built as data so they can be printed, tested and
-//! run by the CLI (which alone starts processes): `nsys profile` with the traces the seeds
+//! run by the CLI (which alone starts processes): `nsys profile` with the traces a PyTorch
 //! recommend, `nsys launch` / `start` / `stop` for a snapshot of a running training (the
 //! way Nsight Systems documents recording a process it started earlier: it cannot attach
 //! to one it did not start), and `nsys export` of a report to SQLite. Also: where nsys is
@@ -8,7 +8,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-/// What the seeds trace: CUDA, NVTX ranges, OS runtime calls, cuBLAS and cuDNN.
+/// What a PyTorch training is traced with: CUDA, NVTX ranges, OS runtime calls, cuBLAS
+/// and cuDNN.
 pub const TRACES: &str = "cuda,nvtx,osrt,cublas,cudnn";
 
 /// Environment variable `gpuscope nsys launch` sets in the training's environment so that
@@ -25,7 +26,7 @@ fn flag(name: &str, value: impl AsRef<OsStr>) -> OsString {
     f
 }
 
-/// The flags every recording shares: the seeds' traces and CUDA memory usage.
+/// The flags every recording shares: those traces and CUDA memory usage.
 fn trace_flags() -> [OsString; 2] {
     [flag("trace", TRACES), flag("cuda-memory-usage", "true")]
 }
@@ -166,7 +167,7 @@ mod tests {
     }
 
     #[test]
-    fn profile_uses_the_seeds_flags_and_names_the_output() {
+    fn profile_uses_the_training_flags_and_names_the_output() {
         let argv = profile_argv(
             Path::new("runs/x/nsys/profile_1"),
             false,

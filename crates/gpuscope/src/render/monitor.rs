@@ -1,5 +1,5 @@
-//! GPU samples for people: the seed's line (`GPU Memory: 15.6 GB / 16.0 GB (97%)`,
-//! GB meaning 2^30 bytes as the seed's monitor computes it from MiB), a gpustat-like table
+//! GPU samples for people: the monitor's line (`GPU Memory: 15.6 GB / 16.0 GB (97%)`,
+//! GB meaning 2^30 bytes, computed from MiB as nvidia-smi loops do), a gpustat-like table
 //! for `--watch` that fits 80 columns, JSON for scripts, and the summary of peaks.
 
 use std::io::{self, Write};
@@ -13,7 +13,7 @@ use crate::model::gpu::{share, GpuSample, HostSample, Sample, TreeSample};
 /// The schema of the summary's JSON.
 pub const SUMMARY_SCHEMA: &str = "gpuscope.gpu_summary/1";
 
-/// `15.6 GB`: bytes in the seed's GB (2^30), one decimal.
+/// `15.6 GB`: bytes in GB of 2^30, one decimal.
 fn gb(n: u64) -> String {
     format!("{:.1} GB", n as f64 / (1u64 << 30) as f64)
 }
@@ -267,7 +267,7 @@ mod tests {
     use crate::model::gpu::MIB;
 
     #[test]
-    fn one_gpu_reads_like_the_seeds_monitor() {
+    fn one_gpu_reads_like_an_nvidia_smi_loop() {
         let sample = Sample {
             gpus: vec![GpuSample {
                 memory_used_bytes: Some(15974 * MIB),

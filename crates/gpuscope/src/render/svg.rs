@@ -60,7 +60,7 @@ pub struct Chart<'a> {
     /// What the y axis measures.
     pub unit: Unit,
     /// Bytes ticked as MiB / GiB, for a page whose tables name them so (the snapshot's),
-    /// rather than the seeds' MB / GB (the same binary units).
+    /// rather than the report's MB / GB (the same binary units).
     pub iec_bytes: bool,
     /// Vertical marks.
     pub markers: Vec<Marker>,

@@ -1,12 +1,12 @@
 //! Memory records rebuilt from TensorBoard scalars: the tags gpuscope writes
-//! (`TensorProfiling/*`, `Memory/*`, `System/*`, `Loss/*`, see [`super::tags`]) and seed
-//! 002's spelling (`Memory/Tensor_Category/*_MB`, `Memory/Large_Tensors/*`, `vram_allocated`
+//! (`TensorProfiling/*`, `Memory/*`, `System/*`, `Loss/*`, see [`super::tags`]) and the
+//! `Memory/Tensor_*` spelling other trainers use (`Memory/Tensor_Category/*_MB`, `Memory/Large_Tensors/*`, `vram_allocated`
 //! and `vram_reserved` in GB), whoever wrote them. A record is made for every step with at
 //! least one memory figure; losses logged at that step join it.
 //!
 //! What the tags cannot carry stays unmeasured: a record without `Tensor_Count` has a
 //! tensor count of 0, one without `census_MB` takes the sum of its categories as census,
-//! and the fragmentation percentage alone (seed 002 logs no allocated/reserved beside it)
+//! and the fragmentation percentage alone (those trainers log no allocated/reserved beside it)
 //! gives no allocator figures.
 
 use std::collections::BTreeMap;
@@ -91,7 +91,7 @@ fn field_of(tag: &str) -> Option<Field> {
             if let Some(c) = tag.strip_prefix("Loss/component_") {
                 return Some(Field::Loss(c.to_owned()));
             }
-            // Seed 002's trainer logs these in GB, under whatever section it chose.
+            // `Memory/Tensor_*` trainers log these in GB, under whatever section they chose.
             return match tag.rsplit('/').next()? {
                 "vram_allocated" => Some(Field::AllocatedGb),
                 "vram_reserved" => Some(Field::ReservedGb),

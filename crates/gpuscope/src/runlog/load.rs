@@ -1,5 +1,5 @@
 //! Finds and reads the memory records of a run: a run directory (every rank's
-//! `profiles/memory*.jsonl`, else its seed-format text logs, else its `tensorboard/`), a
+//! `profiles/memory*.jsonl`, else its `tensor_profile_*.log` text logs, else its `tensorboard/`), a
 //! JSONL file, a text log, or a TensorBoard event file or log directory.
 
 use std::fs::File;
@@ -38,7 +38,7 @@ pub struct RankRecords {
 
 /// Where a run's records are.
 enum Source {
-    /// JSONL files or seed-format text logs.
+    /// JSONL files or `tensor_profile_*.log` text logs.
     Files(Vec<PathBuf>),
     /// A TensorBoard event file or log directory.
     TensorBoard(PathBuf),
@@ -323,7 +323,7 @@ fn runs_in(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The memory record files of a run directory (in `profiles/` when it has one): the JSONL
-/// files if any, else the seed's text logs.
+/// files if any, else the `tensor_profile_*.log` text logs.
 fn record_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let profiles = if dir.join("profiles").is_dir() {
         dir.join("profiles")

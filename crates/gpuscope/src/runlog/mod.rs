@@ -1,5 +1,5 @@
 //! The files of a run directory that the in-training profiler writes: `profiles/memory.jsonl`
-//! (canonical), the seed project's `tensor_profile_<ts>.log` text blocks, and the
+//! (canonical), the `tensor_profile_<ts>.log` text blocks, and the
 //! TensorBoard tags of each record.
 
 pub mod from_tensorboard;

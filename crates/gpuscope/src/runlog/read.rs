@@ -1,5 +1,5 @@
-//! Reads memory records back: `profiles/memory*.jsonl` (the canonical format) and the seed
-//! project's `tensor_profile_*.log` text blocks, written by gpuscope or by the seed's own
+//! Reads memory records back: `profiles/memory*.jsonl` (the canonical format) and the
+//! `tensor_profile_*.log` text blocks, written by gpuscope or by the existing
 //! profiler. Bad lines are skipped and listed with their line numbers, never fatal: the
 //! caller decides whether what is left is enough.
 
@@ -136,7 +136,7 @@ pub fn read_jsonl(mut input: impl Read) -> std::io::Result<ReadRecords> {
     }
 }
 
-/// Reads the seed's text log: blocks opened by `Iteration <n> | <time>` between rules of
+/// Reads a `tensor_profile_<ts>.log` text log: blocks opened by `Iteration <n> | <time>` between rules of
 /// `=`. MB figures become bytes (× 2^20). Blocks that lack `Allocated:` are skipped, and so
 /// is a last block the file ends inside (training killed while the log was written).
 pub fn read_text_log(mut input: impl BufRead) -> std::io::Result<ReadRecords> {
@@ -285,7 +285,7 @@ impl Block {
     }
 
     /// Whether the block has all it should: its last section, `Large Tensors (>N MB): n`,
-    /// and that many large tensors listed (the seed lists at most five).
+    /// and that many large tensors listed (the format lists at most five).
     fn whole(&self) -> bool {
         let Some(record) = &self.record else {
             return false;

@@ -1,4 +1,4 @@
-//! The TensorBoard scalars of a memory record, with the seeds' tags exactly
+//! The TensorBoard scalars of a memory record, with the `TensorProfiling/*` tags exactly
 //! (`TensorProfiling/...`, `Loss/...`), allocator figures under `Memory/` and process
 //! figures under `System/`; and the custom-scalars layout that groups them into charts.
 
@@ -138,7 +138,7 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
     out
 }
 
-/// Charts that put related tags on one plot (seed 001: "plot all `Loss/component_*` on the
+/// Charts that put related tags on one plot (as trainers ask: "plot all `Loss/component_*` on the
 /// same graph").
 pub fn layout() -> Vec<ChartGroup> {
     let multiline = |title: &str, patterns: &[&str]| Chart {

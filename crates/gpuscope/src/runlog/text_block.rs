@@ -1,4 +1,4 @@
-//! One memory record as a block of the seed project's text log, line for line as its
+//! One memory record as a block of the `tensor_profile_<ts>.log` text log, line for line as its
 //! `memory_profiler.py` appends them, so that its analyzer's regexes (`Iteration (\d+)`,
 //! `Allocated: ([\d.]+) MB`, `Reserved: ...`, `Fragmentation: ([\d.]+)%`,
 //! `Total Tensors: (\d+)`) read ours too. MB means 2^20 bytes.
@@ -144,7 +144,7 @@ mod tests {
     }
 
     #[test]
-    fn block_matches_the_seed_layout_line_for_line() {
+    fn block_matches_the_text_log_layout_line_for_line() {
         let block = format_block(&record(), "2026-01-28 14:02:05");
         // The first block of ../shared/data/logs/tensor_profile_20260128_140205.log, with our
         // figures: same separators, spacing, number widths and ordering.

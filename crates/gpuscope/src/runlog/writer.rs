@@ -1,5 +1,5 @@
 //! Writes memory records into a run directory: one JSON line each in
-//! `profiles/memory[.rank<R>].jsonl`, one seed-format block each in
+//! `profiles/memory[.rank<R>].jsonl`, one text block each in
 //! `profiles/tensor_profile_<ts>[.rank<R>].log`, and their scalars to TensorBoard — all
 //! through background writer threads.
 
@@ -22,7 +22,7 @@ pub struct RunWriterOptions {
     pub rank: Option<u32>,
     /// Write TensorBoard scalars.
     pub tensorboard: bool,
-    /// Write the seed's text log.
+    /// Write the `tensor_profile_<ts>.log` text log.
     pub text_log: bool,
     /// Longest time a record waits in memory before reaching the OS.
     pub flush_interval: Duration,

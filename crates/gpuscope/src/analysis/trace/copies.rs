@@ -1,5 +1,5 @@
 //! GPU memory copies and memsets by direction: count, bytes, time and the bandwidth they
-//! achieved; copies from pageable host memory are singled out (seed 004: the host side
+//! achieved; copies from pageable host memory are singled out (profiling guides: the host side
 //! must be staged through a pinned buffer first, so the copy is slower and cannot overlap
 //! compute — `pin_memory=True` and `non_blocking=True` fix it).
 

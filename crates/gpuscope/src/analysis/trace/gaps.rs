@@ -1,5 +1,5 @@
 //! The largest gaps on the GPU timeline — times no stream had work — each with what the
-//! CPU was doing meanwhile (seed 004: "look for gaps", made concrete). The CPU events
+//! CPU was doing meanwhile (profiling guides' "look for gaps", made concrete). The CPU events
 //! listed are those covering the most of the gap, and of those covering as much the
 //! innermost (shortest) first: a gap under `cudaStreamSynchronize`, `aten::item`,
 //! `train_step` reads as the `.item()` it was.

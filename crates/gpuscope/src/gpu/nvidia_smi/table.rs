@@ -149,7 +149,7 @@ mod tests {
     use crate::model::gpu::MIB;
 
     /// The layout of drivers 525+ (wider name cell, `N/A` fan), typed after it, with a
-    /// process whose memory the driver does not report (the seed's troubleshooting case).
+    /// process whose memory the driver does not report (a common troubleshooting case).
     const DRIVER_535: &str = "\
 +---------------------------------------------------------------------------------------+
 | NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |

@@ -1,4 +1,4 @@
-//! The text report: the seed analyzer's summary for each run and rank, then what gpuscope
+//! The text report: the `tensor_profile` analyzer's summary for each run and rank, then what gpuscope
 //! adds (timeline, trends, leak verdict, advice, loss phases), the ranks' spread and the
 //! comparison of runs; fit for an 80-column terminal.
 
