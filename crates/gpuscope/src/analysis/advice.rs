@@ -119,14 +119,16 @@ pub fn advise(
     out
 }
 
+/// The counter that triggered allocator advice: the OOMs when there were any, else the
+/// retries.
+fn counted(f: &Fragmentation) -> (&'static str, f64) {
+    match (f.ooms.unwrap_or(0), f.alloc_retries.unwrap_or(0)) {
+        (0, retries) => ("alloc_retries", retries as f64),
+        (ooms, _) => ("ooms", ooms as f64),
+    }
+}
+
 fn allocator_advice(f: &Fragmentation) -> Option<Advice> {
-    let counted = |f: &Fragmentation| {
-        if f.ooms.unwrap_or(0) > 0 {
-            ("ooms", f.ooms.unwrap_or(0) as f64)
-        } else {
-            ("alloc_retries", f.alloc_retries.unwrap_or(0) as f64)
-        }
-    };
     match f.verdict {
         Verdict::Cache => None,
         Verdict::Fragmented if f.expandable_segments == Some(true) => None,

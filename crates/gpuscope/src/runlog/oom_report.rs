@@ -14,7 +14,8 @@ const RECORD_LINE: &str = "record:";
 const ERROR_PREFIX: &str = "error: ";
 
 /// The reports of `rank` under `run_dir/snapshots/` (the unranked ones belong to rank 0),
-/// oldest first; reports that cannot be read are left out with the reason.
+/// oldest first (their names end in the time they were written, `YYYYmmdd_HHMMSS`);
+/// reports that cannot be read are left out with the reason.
 pub fn read_oom_reports(run_dir: &Path, rank: u32) -> (Vec<OomEvent>, Vec<(PathBuf, String)>) {
     let mut events = Vec::new();
     let mut failed = Vec::new();
@@ -35,11 +36,6 @@ pub fn read_oom_reports(run_dir: &Path, rank: u32) -> (Vec<OomEvent>, Vec<(PathB
             Err(e) => failed.push((path, e.to_string())),
         }
     }
-    events.sort_by(|a, b| {
-        a.time
-            .unwrap_or(f64::MAX)
-            .total_cmp(&b.time.unwrap_or(f64::MAX))
-    });
     (events, failed)
 }
 
