@@ -42,7 +42,7 @@ demo: build ## train a tiny model on CPU twice (clean under gpuscope run, leakin
 	$(VENV)/bin/gpuscope report $(DEMO_DIR)/leak
 	$(VENV)/bin/gpuscope report $(DEMO_DIR)/clean $(DEMO_DIR)/leak --format html -o $(DEMO_DIR)/report.html
 	@echo "The same two runs side by side, with charts: $(DEMO_DIR)/report.html"
-	@echo "The last block of the seed-format text log of the leaking run:"
+	@echo "The last block of the leaking run's tensor_profile text log:"
 	tail -n 22 $(DEMO_DIR)/leak/profiles/tensor_profile_*.log
 	@echo
 	@echo "A real file from another tool (torch.utils.tensorboard on an A100 cluster):"
