@@ -133,7 +133,7 @@ fn help_and_version() {
 
 #[test]
 fn a_top_run_tag_and_a_sub_run_tag_that_read_alike_are_both_kept() {
-    use gpuscope::tfevents::{EventWriter, WriterOptions};
+    use gpuscope::formats::tfevents::{EventWriter, WriterOptions};
     // `train/loss` in the top run and `loss` in run `train`: both would be `train/loss`.
     let dir = tempfile::tempdir().unwrap();
     for (sub, tag, value) in [(".", "train/loss", 1.0), ("train", "loss", 2.0)] {
@@ -209,7 +209,7 @@ fn a_histogram_tag_says_its_values_are_not_shown() {
 
 /// A log directory with one event file holding these scalar tags (three steps each).
 fn log_dir_with_tags(tags: &[&str]) -> tempfile::TempDir {
-    use gpuscope::tfevents::{EventWriter, WriterOptions};
+    use gpuscope::formats::tfevents::{EventWriter, WriterOptions};
     let dir = tempfile::tempdir().unwrap();
     let mut w = EventWriter::create(dir.path(), WriterOptions::default()).unwrap();
     for step in 0..3 {
@@ -348,7 +348,7 @@ fn event_files_that_are_all_empty_are_one_error_line_and_exit_2() {
 
 #[test]
 fn event_files_without_any_value_say_so() {
-    use gpuscope::tfevents::{EventWriter, WriterOptions};
+    use gpuscope::formats::tfevents::{EventWriter, WriterOptions};
     let dir = tempfile::tempdir().unwrap();
     let w = EventWriter::create(dir.path(), WriterOptions::default()).unwrap();
     drop(w);

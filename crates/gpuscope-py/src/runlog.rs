@@ -1,4 +1,4 @@
-//! Bindings of `gpuscope::runlog` and `gpuscope::host`: the run-directory writer that the
+//! Bindings of `gpuscope::formats::runlog` and `gpuscope::formats::process`: the run-directory writer that the
 //! memory profiler hands its records to, and the process sampler.
 
 use std::ffi::OsString;
@@ -9,12 +9,12 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use gpuscope::analysis::health::diagnose;
-use gpuscope::host::ProcessSampler;
+use gpuscope::analysis::report::nonfinite::diagnose;
+use gpuscope::formats::process::ProcessSampler;
+use gpuscope::formats::runlog::{RunWriter, RunWriterOptions};
 use gpuscope::model::health::NonfiniteEvent;
 use gpuscope::model::memory::MemoryRecord;
-use gpuscope::render::health::nonfinite_report;
-use gpuscope::runlog::{RunWriter, RunWriterOptions};
+use gpuscope::render::nonfinite::nonfinite_report;
 
 use crate::error::IntoPy;
 use crate::writers;
@@ -153,7 +153,7 @@ impl PyProcessSampler {
 /// Bytes in use by the C heap (glibc `mallinfo2`), or `None` off glibc.
 #[pyfunction]
 fn heap_in_use() -> Option<u64> {
-    gpuscope::host::heap_in_use()
+    gpuscope::formats::process::heap_in_use()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

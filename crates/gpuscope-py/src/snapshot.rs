@@ -1,4 +1,4 @@
-//! Bindings of `gpuscope::snapshot` and its analyses: a CUDA allocator snapshot, from a
+//! Bindings of `gpuscope::formats::snapshot` and its analyses: a CUDA allocator snapshot, from a
 //! file or from pickle bytes, analysed into the `gpuscope.snapshot/1` report as a dict.
 
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use gpuscope::analysis::snapshot::{snapshot_report, Options};
-use gpuscope::snapshot::{read_snapshot, read_snapshot_bytes, Parts};
+use gpuscope::formats::snapshot::{read_snapshot, read_snapshot_bytes, Parts};
 
 use crate::error::IntoPy;
 

@@ -1,4 +1,4 @@
-//! Bindings of `gpuscope::tfevents`: the event writer and the log-directory reader.
+//! Bindings of `gpuscope::formats::tfevents`: the event writer and the log-directory reader.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -10,11 +10,11 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyList};
 
+use gpuscope::formats::tfevents::{self, EventWriter, LoadOptions, WriterOptions};
 use gpuscope::model::tensorboard::{
     tensorflow_bucket_limits, Chart, ChartContent, ChartGroup, Histogram, MarginSeries, ValueData,
 };
 use gpuscope::render::tb::series_keys;
-use gpuscope::tfevents::{self, EventWriter, LoadOptions, WriterOptions};
 
 use crate::error::IntoPy;
 use crate::writers;

@@ -1,4 +1,4 @@
-//! Bindings of `gpuscope::trace` and its analyses, for the profiler hook that summarises
+//! Bindings of `gpuscope::formats::trace` and its analyses, for the profiler hook that summarises
 //! each trace as torch.profiler writes it, and for notebooks.
 
 use std::fs::File;
@@ -10,8 +10,8 @@ use pyo3::prelude::*;
 use gpuscope::analysis::trace::ranks::compare_ranks;
 use gpuscope::analysis::trace::report::{report, RankReport};
 use gpuscope::analysis::trace::scope::Clock;
-use gpuscope::render::{trace as render, trace_html};
-use gpuscope::trace::load_traces;
+use gpuscope::formats::trace::load_traces;
+use gpuscope::render::trace as render;
 use gpuscope::Error;
 
 use crate::error::IntoPy;
@@ -40,7 +40,7 @@ fn summarize_trace(
         if let Some(out) = &html {
             let file = File::create(out).map_err(|e| Error::io(out, e))?;
             let comparison = compare_ranks(&ranks);
-            trace_html::html(&ranks, comparison.as_ref(), &mut BufWriter::new(file))
+            render::html::html(&ranks, comparison.as_ref(), &mut BufWriter::new(file))
                 .map_err(|e| Error::io(out, e))?;
         }
         let mut text = Vec::new();

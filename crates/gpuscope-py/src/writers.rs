@@ -3,8 +3,8 @@
 
 use pyo3::prelude::*;
 
-use gpuscope::runlog::RunWriter;
-use gpuscope::tfevents::EventWriter;
+use gpuscope::formats::runlog::RunWriter;
+use gpuscope::formats::tfevents::EventWriter;
 
 use crate::error::{IntoPy, WriterError};
 

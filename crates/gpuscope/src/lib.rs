@@ -5,18 +5,9 @@
 //! are thin doors onto it.
 
 pub mod analysis;
-pub mod batch_writer;
 pub mod error;
-pub mod gpu;
-pub mod host;
+pub mod formats;
 pub mod model;
-pub mod nsys;
-pub mod pickle;
-pub mod progress;
 pub mod render;
-pub mod runlog;
-pub mod snapshot;
-pub mod tfevents;
-pub mod trace;
 
 pub use error::{Error, Result};

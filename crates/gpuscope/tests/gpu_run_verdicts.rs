@@ -9,11 +9,11 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::shared_data;
-use gpuscope::analysis::advice::AdviceKind;
-use gpuscope::analysis::allocator_verdict::Verdict;
+use gpuscope::analysis::report::advice::AdviceKind;
+use gpuscope::analysis::report::allocator_verdict::Verdict;
 use gpuscope::analysis::report::{report, RunReport};
+use gpuscope::formats::runlog::load::load_run;
 use gpuscope::model::memory::MemoryRecord;
-use gpuscope::runlog::load::load_run;
 
 fn run_report(dir: &Path) -> RunReport {
     let ranks = load_run(dir, &mut |_, _| {}).unwrap();

@@ -2,7 +2,7 @@
 //! own: the heap and RSS are process-wide, so tests allocating in parallel threads of the
 //! same process would blur them.
 
-use gpuscope::host::{heap_in_use, ProcessSampler};
+use gpuscope::formats::process::{heap_in_use, ProcessSampler};
 
 #[test]
 fn heap_and_rss_follow_a_large_allocation() {

@@ -7,9 +7,9 @@ mod common;
 use std::fs::File;
 use std::io::BufReader;
 
-use gpuscope::analysis::leak::analyze;
+use gpuscope::analysis::report::leak::analyze;
+use gpuscope::formats::runlog::read::read_text_log;
 use gpuscope::model::memory::{Categories, MemoryRecord};
-use gpuscope::runlog::read::read_text_log;
 
 const MIB: u64 = 1 << 20;
 

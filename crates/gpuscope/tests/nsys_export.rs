@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use gpuscope::analysis::nsys::{nsys_report, KernelNames, NsysReport};
-use gpuscope::nsys::read_export;
+use gpuscope::formats::nsys::read_export;
 use rusqlite::Connection;
 use serde_json::Value;
 

@@ -5,7 +5,7 @@
 mod common;
 
 use common::shared_data;
-use gpuscope::gpu::nvidia_smi::parse_saved;
+use gpuscope::formats::gpu::nvidia_smi::parse_saved;
 use gpuscope::model::gpu::{GpuSample, MIB};
 use gpuscope::render::monitor::line_text;
 

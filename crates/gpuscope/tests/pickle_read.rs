@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use common::{python, LOAD_SNAPSHOT_PY};
-use gpuscope::pickle::{self, Fold, Pickle, PickleError, StrId, Value};
+use gpuscope::formats::pickle::{self, Fold, Pickle, PickleError, StrId, Value};
 use one_byte::OneByte;
 
 /// One JSON object per line of `text`.

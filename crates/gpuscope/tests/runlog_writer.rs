@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
+use gpuscope::formats::runlog::{RunWriter, RunWriterOptions};
+use gpuscope::formats::tfevents::{load_log_dir, LoadOptions};
 use gpuscope::model::memory::{AllocatorStats, Categories, LargeTensor, MemoryRecord, SystemStats};
-use gpuscope::runlog::{RunWriter, RunWriterOptions};
-use gpuscope::tfevents::{load_log_dir, LoadOptions};
 
 const MIB: u64 = 1 << 20;
 

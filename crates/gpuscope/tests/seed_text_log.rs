@@ -6,7 +6,7 @@ mod common;
 use std::fs::File;
 use std::io::BufReader;
 
-use gpuscope::runlog::read::read_text_log;
+use gpuscope::formats::runlog::read::read_text_log;
 
 #[test]
 fn seed_log_matches_the_reference_figures() {

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use common::{python, LOAD_SNAPSHOT_PY};
 use gpuscope::analysis::snapshot::{snapshot_report, Options};
+use gpuscope::formats::snapshot::{read_snapshot, Parts};
 use gpuscope::render::snapshot::{ACCUMULATING, NONE_ACCUMULATING, NOT_ACCUMULATING};
-use gpuscope::snapshot::{read_snapshot, Parts};
 use serde_json::Value;
 
 /// The report of the snapshot at `path`, as the JSON document has it.
@@ -34,7 +34,7 @@ fn text_and_html(path: &Path) -> (String, String) {
     let report = snapshot_report(&snapshot, path.to_owned(), &Options::default());
     let (mut text, mut html) = (Vec::new(), Vec::new());
     gpuscope::render::snapshot::text(&report, 100, &mut text).unwrap();
-    gpuscope::render::snapshot_html::html(&report, &mut html).unwrap();
+    gpuscope::render::snapshot::html::html(&report, &mut html).unwrap();
     (
         String::from_utf8(text).unwrap(),
         String::from_utf8(html).unwrap(),

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use gpuscope::analysis::snapshot::{snapshot_report, Options};
-use gpuscope::snapshot::{read_snapshot, Parts};
+use gpuscope::formats::snapshot::{read_snapshot, Parts};
 use serde_json::Value;
 
 fn shared() -> PathBuf {
@@ -83,8 +83,8 @@ fn folding_while_reading_gives_the_report_of_the_plain_pickle() {
     {
         let path = shared().join(name);
         let folded = read_snapshot(&path, Parts::All, &mut |_, _| {}).expect("reads");
-        let plain = gpuscope::pickle::read_path(&path).expect("a pickle");
-        let plain = gpuscope::snapshot::from_pickle(&plain).expect("a snapshot");
+        let plain = gpuscope::formats::pickle::read_path(&path).expect("a pickle");
+        let plain = gpuscope::formats::snapshot::from_pickle(&plain).expect("a snapshot");
         assert_eq!(
             folded.device_traces.len(),
             plain.device_traces.len(),

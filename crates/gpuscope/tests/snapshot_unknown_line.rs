@@ -11,7 +11,7 @@ use std::path::Path;
 
 use common::{python, LOAD_SNAPSHOT_PY};
 use gpuscope::analysis::snapshot::{snapshot_report, Options};
-use gpuscope::snapshot::{read_snapshot, Parts};
+use gpuscope::formats::snapshot::{read_snapshot, Parts};
 use serde_json::Value;
 
 /// Loads the snapshot (plain data only), sets `line` to 2**64 - 1 in the innermost frame

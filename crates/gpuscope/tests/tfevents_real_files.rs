@@ -6,8 +6,8 @@ mod common;
 
 use std::fs;
 
-use gpuscope::tfevents::record::masked_crc32c;
-use gpuscope::tfevents::{load_log_dir, LoadOptions};
+use gpuscope::formats::tfevents::record::masked_crc32c;
+use gpuscope::formats::tfevents::{load_log_dir, LoadOptions};
 use serde_json::Value;
 
 const FILES: [&str; 3] = [

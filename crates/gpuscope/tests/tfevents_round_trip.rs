@@ -5,8 +5,8 @@
 use std::fs;
 use std::time::Duration;
 
+use gpuscope::formats::tfevents::{load_log_dir, EventWriter, LoadOptions, WriterOptions};
 use gpuscope::model::tensorboard::{Chart, ChartContent, ChartGroup, Histogram};
-use gpuscope::tfevents::{load_log_dir, EventWriter, LoadOptions, WriterOptions};
 
 fn load(
     path: &std::path::Path,

@@ -11,7 +11,7 @@ use gpuscope::analysis::trace::queue::queue_lengths;
 use gpuscope::analysis::trace::report::report;
 use gpuscope::analysis::trace::scope::{scope, Clock};
 use gpuscope::analysis::trace::temporal::temporal;
-use gpuscope::trace::{load_traces, read_trace};
+use gpuscope::formats::trace::{load_traces, read_trace};
 
 fn reference() -> serde_json::Value {
     let text = std::fs::read_to_string(common::shared_data("traces/hta_reference.json")).unwrap();

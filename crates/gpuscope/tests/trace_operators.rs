@@ -10,7 +10,7 @@ mod common;
 use std::collections::{HashMap, HashSet};
 
 use gpuscope::analysis::trace::operators::{operators, GpuLink};
-use gpuscope::trace::read_trace;
+use gpuscope::formats::trace::read_trace;
 
 use common::TRACES;
 

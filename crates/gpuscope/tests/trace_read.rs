@@ -5,8 +5,8 @@ mod common;
 
 use std::collections::BTreeMap;
 
+use gpuscope::formats::trace::read_trace;
 use gpuscope::model::trace::Kind;
-use gpuscope::trace::read_trace;
 
 use common::TRACES;
 

@@ -5,7 +5,7 @@
 mod common;
 
 use gpuscope::analysis::trace::steps::step_overview;
-use gpuscope::trace::read_trace;
+use gpuscope::formats::trace::read_trace;
 
 fn overview(name: &str) -> gpuscope::analysis::trace::steps::StepOverview {
     let trace = read_trace(

@@ -6,8 +6,8 @@ use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use gpuscope::analysis::gpu_peaks::Peaks;
-use gpuscope::gpu::log::SampleLog;
-use gpuscope::gpu::Sampler;
+use gpuscope::formats::gpu::log::SampleLog;
+use gpuscope::formats::gpu::Sampler;
 use gpuscope::model::gpu::Sample;
 use gpuscope::render::monitor as render;
 

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use gpuscope::analysis::report::report;
+use gpuscope::formats::runlog::load::{latest_run, load_run};
 use gpuscope::render::report as render;
-use gpuscope::runlog::load::{latest_run, load_run};
 
 use crate::args::{ReportArgs, ReportFormat};
 use crate::{output, Failure};

@@ -14,10 +14,10 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use gpuscope::analysis::gpu_peaks::Peaks;
-use gpuscope::gpu::log::SampleLog;
-use gpuscope::gpu::Sampler;
+use gpuscope::formats::gpu::log::SampleLog;
+use gpuscope::formats::gpu::Sampler;
+use gpuscope::formats::runlog::paths::{given_run_dir, RUN_DIR_VAR};
 use gpuscope::render::monitor as render;
-use gpuscope::runlog::names::{given_run_dir, RUN_DIR_VAR};
 
 use crate::args::RunArgs;
 use crate::shell;

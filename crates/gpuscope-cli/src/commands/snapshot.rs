@@ -6,8 +6,8 @@ use gpuscope::analysis::snapshot::diff::diff;
 use gpuscope::analysis::snapshot::{snapshot_report, Options};
 use gpuscope::model::snapshot::Snapshot;
 use gpuscope::render::snapshot as render;
-use gpuscope::render::snapshot_html;
-use gpuscope::snapshot::{read_snapshot, Parts};
+
+use gpuscope::formats::snapshot::{read_snapshot, Parts};
 
 use crate::args::{ReportFormat, SnapshotArgs};
 use crate::{output, Failure};
@@ -26,7 +26,7 @@ pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
         match args.format {
             ReportFormat::Text => render::diff_text(&args.path, other, &d, width, &mut out)?,
             ReportFormat::Json => render::diff_json(&args.path, other, &d, &mut out)?,
-            ReportFormat::Html => snapshot_html::diff_html(&args.path, other, &d, &mut out)?,
+            ReportFormat::Html => render::html::diff_html(&args.path, other, &d, &mut out)?,
         }
         out.flush()?;
         return Ok(());
@@ -48,7 +48,7 @@ pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
     match args.format {
         ReportFormat::Text => render::text(&report, width, &mut out)?,
         ReportFormat::Json => render::json(&report, &mut out)?,
-        ReportFormat::Html => snapshot_html::html(&report, &mut out)?,
+        ReportFormat::Html => render::html::html(&report, &mut out)?,
     }
     out.flush()?;
     Ok(())

@@ -1,7 +1,7 @@
 //! `gpuscope tb`: read TensorBoard event files on a headless box.
 
+use gpuscope::formats::tfevents::{load_log_dir, LoadOptions};
 use gpuscope::render::tb::{self as render, TextView};
-use gpuscope::tfevents::{load_log_dir, LoadOptions};
 
 use crate::args::{TbArgs, TbFormat};
 use crate::{output, Failure};

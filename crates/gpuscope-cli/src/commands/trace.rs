@@ -2,17 +2,17 @@
 
 use std::path::{Path, PathBuf};
 
+use gpuscope::analysis::memory_timeline::category_timeline;
 use gpuscope::analysis::trace::diff::diff;
-use gpuscope::analysis::trace::memory_categories::category_timeline;
 use gpuscope::analysis::trace::ranks::compare_ranks;
 use gpuscope::analysis::trace::report::report;
 use gpuscope::analysis::trace::scope::{scope, Clock};
+use gpuscope::formats::trace::export::{self as export, TableFormat};
 use gpuscope::render::memory_timeline as memory;
 use gpuscope::render::trace as render;
-use gpuscope::render::trace_export::{self as export, TableFormat};
-use gpuscope::render::trace_html;
-use gpuscope::trace::memory_timeline::{is_memory_timeline, read_memory_timeline};
-use gpuscope::trace::{load_traces, TraceFile};
+
+use gpuscope::formats::memory_timeline::{is_memory_timeline, read_memory_timeline};
+use gpuscope::formats::trace::{load_traces, TraceFile};
 
 use crate::args::{ExportFormat, TraceArgs, TraceFormat};
 use crate::{output, Failure};
@@ -81,7 +81,7 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
             }
         }
         TraceFormat::Json => render::json(&ranks, comparison.as_ref(), clock_name, &mut out)?,
-        TraceFormat::Html => trace_html::html(&ranks, comparison.as_ref(), &mut out)?,
+        TraceFormat::Html => render::html::html(&ranks, comparison.as_ref(), &mut out)?,
     }
     out.flush()?;
     Ok(())

@@ -1,4 +1,4 @@
-//! Fuzz target: `gpuscope::pickle::read` on arbitrary bytes must return, never panic,
+//! Fuzz target: `gpuscope::formats::pickle::read` on arbitrary bytes must return, never panic,
 //! hang or allocate without bound; on success, the whole tree must be walkable through
 //! the public API, and on failure the error must point inside the input. The same for
 //! `read_folding` with a fold that takes over every third container it is offered. Both
@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 
-use gpuscope::pickle::{self, Fold, Pickle, StrId, Value};
+use gpuscope::formats::pickle::{self, Fold, Pickle, StrId, Value};
 use libfuzzer_sys::fuzz_target;
 
 #[path = "../../tests/common/one_byte.rs"]

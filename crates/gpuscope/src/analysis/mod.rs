@@ -1,21 +1,10 @@
 //! Analyses: pure functions from model to result structs. They never read a file or print.
+//! One folder per command that has several (`report`, `trace`, `snapshot`, `nsys`); the
+//! samples of `monitor` and torch's memory timeline export have one module each.
 
-pub mod advice;
-pub mod allocator_verdict;
-pub mod compare;
 pub mod gpu_peaks;
-pub mod gradients;
-pub mod health;
-pub mod host_growth;
-pub mod leak;
-pub mod losses;
+pub mod memory_timeline;
 pub mod nsys;
-pub mod oom;
 pub mod report;
-pub mod sections;
 pub mod snapshot;
-pub mod spread;
-pub mod summary;
-pub mod timeline;
 pub mod trace;
-pub mod trend;

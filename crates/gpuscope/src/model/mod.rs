@@ -2,8 +2,8 @@
 
 pub mod gpu;
 pub mod health;
+pub mod interned;
 pub mod memory;
-pub mod names;
 pub mod nsys;
 pub mod oom;
 pub mod snapshot;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use super::names::Names;
+use super::interned::Names;
 
 /// Index of a stack in [`Stacks`]; [`NO_STACK`] when none was recorded.
 pub type StackId = u32;
@@ -296,7 +296,7 @@ pub struct Snapshot {
     /// The allocator's settings as text by name, when recorded.
     pub allocator_settings: BTreeMap<String, String>,
     /// Whether only the state at the dump was read
-    /// ([`Parts::Segments`](crate::snapshot::Parts::Segments)): the trace, and the
+    /// ([`Parts::Segments`](crate::formats::snapshot::Parts::Segments)): the trace, and the
     /// annotations and settings torch writes after it, are in the file but were not read.
     pub trace_skipped: bool,
 }

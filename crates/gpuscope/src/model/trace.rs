@@ -2,7 +2,7 @@
 //! in parallel columns, names interned. A trace of a million events costs tens of bytes
 //! per event, not the kilobyte a parsed JSON object would.
 
-pub use super::names::Names;
+pub use super::interned::Names;
 
 /// What an event is. The trace's categories spell these two ways (`kernel` today,
 /// `Kernel` in the 2021 schema); both map here.

@@ -1,21 +1,17 @@
 //! Renderers: turn model and analysis results into text for terminals, JSON for scripts,
 //! CSV for spreadsheets. They write to any `io::Write` and never compute a statistic.
 
-pub mod health;
 pub mod html;
 pub mod memory_timeline;
 pub mod monitor;
+pub mod nonfinite;
 pub mod nsys;
-pub mod nsys_html;
 pub mod report;
 mod short_names;
 pub mod snapshot;
-pub mod snapshot_html;
 pub mod svg;
 pub mod tb;
 pub mod trace;
-pub mod trace_export;
-pub mod trace_html;
 
 /// Output formats a renderer can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 
-use crate::analysis::timeline::Unit;
+use crate::analysis::report::timeline::Unit;
 
 const WIDTH: f64 = 940.0;
 const PLOT_HEIGHT: f64 = 230.0;

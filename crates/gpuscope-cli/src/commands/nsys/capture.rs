@@ -5,11 +5,11 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::time::Duration;
 
-use gpuscope::nsys::capture::{
+use gpuscope::formats::nsys::capture::{
     default_session, launch_argv, output_stem, profile_argv, session_from_environ, start_argv,
     stop_argv, SESSION_ENV,
 };
-use gpuscope::runlog::names::RUN_DIR_VAR;
+use gpuscope::formats::runlog::paths::RUN_DIR_VAR;
 
 use super::{passed_on, run_dir, Nsys};
 use crate::args::{NsysAttachArgs, NsysLaunchArgs, NsysProfileArgs};

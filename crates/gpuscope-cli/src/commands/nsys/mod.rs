@@ -1,6 +1,6 @@
 //! `gpuscope nsys`: run Nsight Systems' `nsys` to record (profile, launch, attach), and
 //! summarise what it recorded (stats). The command lines come from the engine
-//! (`gpuscope::nsys::capture`); this module finds nsys, prints and runs them, and passes
+//! (`gpuscope::formats::nsys::capture`); this module finds nsys, prints and runs them, and passes
 //! nsys's exit code on.
 
 mod capture;
@@ -10,9 +10,9 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gpuscope::nsys::capture::{find_nsys, install_dirs};
+use gpuscope::formats::nsys::capture::{find_nsys, install_dirs};
 
-use gpuscope::runlog::names::given_run_dir;
+use gpuscope::formats::runlog::paths::given_run_dir;
 
 use crate::args::{NsysArgs, NsysCommand, NsysRunArgs};
 use crate::{shell, Failure};

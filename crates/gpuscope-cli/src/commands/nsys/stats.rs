@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use gpuscope::analysis::nsys::{nsys_report, KernelNames};
-use gpuscope::nsys::capture::export_argv;
-use gpuscope::nsys::read_export;
-use gpuscope::render::{nsys as render, nsys_html};
+use gpuscope::formats::nsys::capture::export_argv;
+use gpuscope::formats::nsys::read_export;
+use gpuscope::render::nsys as render;
 
 use super::{locate, Nsys, NOT_FOUND};
 use crate::args::{NsysStatsArgs, ReportFormat};
@@ -25,7 +25,7 @@ pub fn run(a: NsysStatsArgs) -> Result<(), Failure> {
     match a.format {
         ReportFormat::Text => render::text(&report, output::text_width(), &mut out)?,
         ReportFormat::Json => render::json(&report, &mut out)?,
-        ReportFormat::Html => nsys_html::html(&report, &mut out)?,
+        ReportFormat::Html => render::html::html(&report, &mut out)?,
     }
     out.flush()?;
     Ok(())

@@ -6,7 +6,7 @@
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::model::names::Names;
+use crate::model::interned::Names;
 use crate::model::snapshot::{StackId, Stacks, NO_STACK};
 
 /// Site of allocations whose stack was not recorded (made before

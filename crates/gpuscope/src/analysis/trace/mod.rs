@@ -5,6 +5,7 @@
 
 pub mod clamp;
 pub mod copies;
+pub mod device_memory;
 pub mod diff;
 pub mod gaps;
 pub mod idle;
@@ -12,8 +13,6 @@ pub mod intervals;
 pub mod kernel_type;
 pub mod kernels;
 pub mod launches;
-pub mod memory;
-pub mod memory_categories;
 pub mod operators;
 pub mod overlap;
 pub mod queue;

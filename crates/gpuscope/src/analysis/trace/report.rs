@@ -6,19 +6,19 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::copies::{copies, CopyKind};
+use super::device_memory::{device_memory, DeviceMemory};
 use super::gaps::{largest_gaps, Gap};
 use super::idle::{idle_by_stream, StreamIdle};
 use super::kernels::{top_kernels, type_breakdown, KernelStats, TypeTime};
 use super::launches::{launch_stats, launches, LaunchStats};
-use super::memory::{memory_timeline, DeviceMemory};
 use super::operators::{operators, Operators};
 use super::overlap::comm_comp_overlap_percent;
 use super::queue::{queue_lengths, StreamQueue};
 use super::scope::{scope, Clock};
 use super::steps::{step_overview, StepOverview};
 use super::temporal::{temporal, Temporal};
+use crate::formats::trace::TraceFile;
 use crate::model::trace::Trace;
-use crate::trace::TraceFile;
 
 /// Mean queue length under which launches cannot keep a stream fed.
 pub const LAUNCH_BOUND_QUEUE: f64 = 2.0;
@@ -97,7 +97,7 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
             // 1 GiB trace for ~4 % less time: bench/README.md.)
             let ((gpu, operators), (steps, memory)) = rayon::join(
                 || (GpuViews::of(trace, clock, top), operators(trace, top)),
-                || (step_overview(trace), memory_timeline(trace)),
+                || (step_overview(trace), device_memory(trace)),
             );
             RankReport {
                 rank: trace.rank,

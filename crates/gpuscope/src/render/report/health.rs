@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 
 use html_escape::encode_text as text;
 
-use crate::analysis::gradients::{GradientFlow, Verdict};
-use crate::analysis::health::DiagnosedEvent;
-use crate::analysis::sections::SectionTrend;
+use crate::analysis::report::gradients::{GradientFlow, Verdict};
+use crate::analysis::report::nonfinite::DiagnosedEvent;
+use crate::analysis::report::sections::SectionTrend;
 use crate::render::html::table;
 
 /// Norms span orders of magnitude: three significant figures, in scientific notation

@@ -10,12 +10,12 @@ use std::io::{self, Write};
 
 use html_escape::encode_text as text;
 
-use crate::analysis::allocator_verdict::Verdict;
-use crate::analysis::compare::Comparison;
+use crate::analysis::report::allocator_verdict::Verdict;
+use crate::analysis::report::compare::Comparison;
+use crate::analysis::report::spread::RankSpread;
+use crate::analysis::report::summary::Figures;
+use crate::analysis::report::timeline::{Timeline, Unit};
 use crate::analysis::report::{Report, RunReport};
-use crate::analysis::spread::RankSpread;
-use crate::analysis::summary::Figures;
-use crate::analysis::timeline::{Timeline, Unit};
 use crate::model::memory::{mb, mb_signed, percent};
 use crate::render::html::{page_end, page_start, table};
 

@@ -11,9 +11,9 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::analysis::compare::Comparison;
+use crate::analysis::report::compare::Comparison;
+use crate::analysis::report::spread::RankSpread;
 use crate::analysis::report::{Report, RunReport};
-use crate::analysis::spread::RankSpread;
 
 pub use html::html;
 pub use text::text;

@@ -4,16 +4,16 @@
 
 use std::io::{self, Write};
 
-use crate::analysis::allocator_verdict::Verdict;
-use crate::analysis::compare::Comparison;
-use crate::analysis::gradients::GradientFlow;
-use crate::analysis::health::DiagnosedEvent;
-use crate::analysis::leak::{LeakAnalysis, SeriesTrend};
-use crate::analysis::losses::LossAnalysis;
+use crate::analysis::report::allocator_verdict::Verdict;
+use crate::analysis::report::compare::Comparison;
+use crate::analysis::report::gradients::GradientFlow;
+use crate::analysis::report::leak::{LeakAnalysis, SeriesTrend};
+use crate::analysis::report::losses::LossAnalysis;
+use crate::analysis::report::nonfinite::DiagnosedEvent;
+use crate::analysis::report::sections::SectionTrend;
+use crate::analysis::report::spread::RankSpread;
+use crate::analysis::report::summary::Figures;
 use crate::analysis::report::{Report, RunReport};
-use crate::analysis::sections::SectionTrend;
-use crate::analysis::spread::RankSpread;
-use crate::analysis::summary::Figures;
 use crate::model::memory::{mb, mb_signed, percent};
 use crate::model::oom::OomEvent;
 

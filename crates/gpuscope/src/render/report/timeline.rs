@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use crate::analysis::timeline::{Timeline, TimelineSeries};
+use crate::analysis::report::timeline::{Timeline, TimelineSeries};
 use crate::model::memory::mb;
 
 /// Rows of the totals table.
@@ -117,7 +117,7 @@ fn sparkline(values: &[Option<f64>], lo: f64, hi: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::timeline::Unit;
+    use crate::analysis::report::timeline::Unit;
 
     /// Records alternating 100 MB and 200 MB of activations, more than an 80-column
     /// line has bars: every bar is a 200 MB peak, the range still starts at 100 MB.

@@ -1,0 +1,301 @@
+//! Advice, each naming the figure that triggered it and a stable kind: activations
+//! dominating; float32 holding nearly everything in a GPU run whose forward does not run
+//! under autocast; what the allocator's counters say (fragmentation or memory pressure);
+//! host memory that keeps growing.
+
+use serde::Serialize;
+
+use super::allocator_verdict::{Fragmentation, Level, Verdict};
+use super::host_growth::HostGrowth;
+use crate::model::memory::{mb_signed, percent, MemoryRecord};
+
+/// Activations above this share of the categories call for checkpointing.
+pub const ACTIVATIONS_DOMINATE_PERCENT: f64 = 50.0;
+/// On CPU, activations are the C heap beyond the counted tensors, which a library's own
+/// buffers move too (torch.profiler's added 7 MB to the demo's clean run, all of its
+/// "activations"): below this it is no reason to checkpoint.
+pub const CPU_ACTIVATIONS_MIN_BYTES: u64 = 256 << 20;
+/// float32 above this share of a GPU run's tensors calls for mixed precision.
+pub const FLOAT32_PERCENT: f64 = 90.0;
+
+/// What a piece of advice is about; serialised as the JSON's stable `kind` string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdviceKind {
+    /// Activations dominate: checkpointing or a smaller batch.
+    Checkpointing,
+    /// float32 everywhere and no autocast in the forward.
+    MixedPrecision,
+    /// Fragmentation: expandable segments.
+    ExpandableSegments,
+    /// The run is at its memory limit: free memory.
+    FreeMemory,
+    /// A high unallocated share with no counters to judge it by.
+    CheckAllocatorCounters,
+    /// Host memory grows steadily.
+    HostMemoryGrowth,
+}
+
+/// One piece of advice and the figure behind it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Advice {
+    /// What it is about.
+    pub kind: AdviceKind,
+    /// The figure's name (`activations_share_percent`, `alloc_retries`, ...).
+    pub figure: String,
+    /// Its value.
+    pub value: f64,
+    /// What to do.
+    pub advice: String,
+}
+
+impl Advice {
+    fn new(kind: AdviceKind, figure: &str, value: f64, advice: String) -> Self {
+        Advice {
+            kind,
+            figure: figure.to_owned(),
+            value,
+            advice,
+        }
+    }
+}
+
+/// Advice for a run whose last record is `last`, given what its allocator's counters and
+/// its host memory say.
+pub fn advise(
+    last: &MemoryRecord,
+    fragmentation: Option<&Fragmentation>,
+    host: Option<&HostGrowth>,
+) -> Vec<Advice> {
+    let mut out = Vec::new();
+    let categories = &last.categories_bytes;
+    let on_gpu = last.allocator.is_some() || last.device.starts_with("cuda");
+    if let Some(activations) = categories.activations {
+        let share = percent(activations, categories.total());
+        if share > ACTIVATIONS_DOMINATE_PERCENT
+            && (on_gpu || activations >= CPU_ACTIVATIONS_MIN_BYTES)
+        {
+            out.push(Advice::new(
+                AdviceKind::Checkpointing,
+                "activations_share_percent",
+                share,
+                "activations hold most of the memory: gradient checkpointing \
+                 (torch.utils.checkpoint) or a smaller batch"
+                    .into(),
+            ));
+        }
+    }
+    // Under autocast the census still sees float32: master weights, gradients and
+    // optimizer state stay float32 by design. Only a forward seen without it is advised.
+    let without_autocast = last.autocast.as_ref().is_some_and(|a| !a.enabled);
+    let dtype_total: u64 = last.dtypes_bytes.values().sum();
+    if let Some(&float32) = last.dtypes_bytes.get("float32") {
+        let share = percent(float32, dtype_total);
+        if on_gpu && without_autocast && share > FLOAT32_PERCENT {
+            out.push(Advice::new(
+                AdviceKind::MixedPrecision,
+                "float32_share_percent",
+                share,
+                "nearly everything is float32 and the forward runs without autocast: mixed \
+                 precision (torch.autocast with bfloat16 or float16) halves activations"
+                    .into(),
+            ));
+        }
+    }
+    if let Some(f) = fragmentation {
+        out.extend(allocator_advice(f));
+    }
+    if let Some(h) = host.filter(|h| h.growing) {
+        out.push(Advice::new(
+            AdviceKind::HostMemoryGrowth,
+            "host_mb_per_1k_iters",
+            mb_signed(h.slope_bytes_per_1k_iters),
+            "host memory grows every iteration: look for Python objects kept across \
+             iterations (losses stored as tensors rather than .item(), outputs or graphs in \
+             lists) or caches keyed by input shape"
+                .into(),
+        ));
+    }
+    out
+}
+
+/// The counter that triggered allocator advice: the OOMs when there were any, else the
+/// retries.
+fn counted(f: &Fragmentation) -> (&'static str, f64) {
+    match (f.ooms.unwrap_or(0), f.alloc_retries.unwrap_or(0)) {
+        (0, retries) => ("alloc_retries", retries as f64),
+        (ooms, _) => ("ooms", ooms as f64),
+    }
+}
+
+fn allocator_advice(f: &Fragmentation) -> Option<Advice> {
+    match f.verdict {
+        Verdict::Cache => None,
+        Verdict::Fragmented if f.expandable_segments == Some(true) => None,
+        Verdict::Fragmented => {
+            let (figure, value) = counted(f);
+            let set = match f.expandable_segments {
+                Some(false) => "it is off in this run",
+                _ => "unless it is on already",
+            };
+            Some(Advice::new(
+                AdviceKind::ExpandableSegments,
+                figure,
+                value,
+                format!(
+                    "fragmentation made the allocator retry or fail: set \
+                     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ({set}), so that \
+                     segments grow instead of being split"
+                ),
+            ))
+        }
+        Verdict::Pressure => {
+            let (figure, value) = counted(f);
+            Some(Advice::new(
+                AdviceKind::FreeMemory,
+                figure,
+                value,
+                "the run is at its memory limit: free memory with a smaller batch or \
+                 sequence length, activation checkpointing (torch.utils.checkpoint), bf16 \
+                 autocast, or by releasing tensors kept across iterations"
+                    .into(),
+            ))
+        }
+        Verdict::None if f.level == Level::High => Some(Advice::new(
+            AdviceKind::CheckAllocatorCounters,
+            "fragmentation_percent",
+            f.percent,
+            "much reserved memory is not allocated: if \
+             torch.cuda.memory_stats()['num_alloc_retries'] rises, set \
+             PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; record with gpuscope's \
+             MemoryProfiler to have it judged"
+                .into(),
+        )),
+        Verdict::None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::report::allocator_verdict::fragmentation;
+    use crate::model::memory::{AllocatorStats, Autocast, Categories};
+
+    fn last(activations: u64, float32: u64, allocated: u64, reserved: u64) -> MemoryRecord {
+        MemoryRecord {
+            device: "cuda:0".into(),
+            categories_bytes: Categories {
+                parameters: Some(100),
+                activations: Some(activations),
+                ..Categories::default()
+            },
+            dtypes_bytes: [("float32".to_owned(), float32), ("int64".to_owned(), 10)]
+                .into_iter()
+                .collect(),
+            tensor_count: 1,
+            census_bytes: 100,
+            large_threshold_bytes: 1,
+            allocator: Some(AllocatorStats {
+                allocated_bytes: allocated,
+                reserved_bytes: reserved,
+                ..Default::default()
+            }),
+            autocast: Some(Autocast {
+                enabled: false,
+                dtype: None,
+            }),
+            ..MemoryRecord::default()
+        }
+    }
+
+    fn advice_for(record: &MemoryRecord) -> Vec<Advice> {
+        let f = fragmentation(std::slice::from_ref(record), &[]);
+        advise(record, f.as_ref(), None)
+    }
+
+    fn kinds(advice: &[Advice]) -> Vec<AdviceKind> {
+        advice.iter().map(|a| a.kind).collect()
+    }
+
+    #[test]
+    fn each_advice_names_its_figure_and_kind() {
+        let advice = advice_for(&last(300, 990, 50, 100));
+        assert_eq!(
+            kinds(&advice),
+            [
+                AdviceKind::Checkpointing,
+                AdviceKind::MixedPrecision,
+                AdviceKind::CheckAllocatorCounters
+            ]
+        );
+        let figures: Vec<&str> = advice.iter().map(|a| a.figure.as_str()).collect();
+        assert_eq!(
+            figures,
+            [
+                "activations_share_percent",
+                "float32_share_percent",
+                "fragmentation_percent"
+            ]
+        );
+        assert_eq!(advice[0].value, 75.0);
+        assert_eq!(advice[1].value, 99.0);
+        assert_eq!(advice[2].value, 50.0);
+        let json = serde_json::to_value(&advice[1]).unwrap();
+        assert_eq!(json["kind"], "mixed_precision");
+    }
+
+    /// Under autocast the census still sees float32 master weights, gradients and
+    /// optimizer state; a run whose forward was not seen is not advised either.
+    #[test]
+    fn mixed_precision_only_for_a_forward_seen_without_autocast() {
+        let mut under = last(50, 990, 80, 100);
+        under.autocast = Some(Autocast {
+            enabled: true,
+            dtype: Some("bfloat16".into()),
+        });
+        assert!(advice_for(&under).is_empty());
+        under.autocast = None;
+        assert!(advice_for(&under).is_empty());
+        under.autocast = Some(Autocast {
+            enabled: false,
+            dtype: None,
+        });
+        assert_eq!(kinds(&advice_for(&under)), [AdviceKind::MixedPrecision]);
+    }
+
+    /// A CPU run's activations are its heap beyond the census: 7 MB of it (what
+    /// torch.profiler's buffers add) is no case for checkpointing, 1 GiB is.
+    #[test]
+    fn on_cpu_checkpointing_needs_activations_worth_it() {
+        let cpu = |activations: u64| MemoryRecord {
+            device: "cpu".into(),
+            allocator: None,
+            ..last(activations, 100, 0, 0)
+        };
+        assert!(advice_for(&cpu(7 << 20)).is_empty());
+        assert_eq!(
+            kinds(&advice_for(&cpu(1 << 30))),
+            [AdviceKind::Checkpointing]
+        );
+        // On a GPU the share alone decides, as before.
+        assert_eq!(
+            kinds(&advice_for(&last(300, 50, 100, 100)))[0],
+            AdviceKind::Checkpointing
+        );
+    }
+
+    #[test]
+    fn quiet_when_nothing_calls_for_it() {
+        assert!(advice_for(&last(50, 50, 80, 100)).is_empty());
+    }
+
+    /// With counters and no rise, a high unallocated share gets no advice.
+    #[test]
+    fn a_cache_gets_no_advice_whatever_its_share() {
+        let mut r = last(50, 50, 40, 100);
+        let a = r.allocator.as_mut().unwrap();
+        a.num_alloc_retries = Some(0);
+        a.num_ooms = Some(0);
+        assert!(advice_for(&r).is_empty());
+    }
+}

@@ -1,0 +1,165 @@
+//! The memory timeline torch.profiler exports (`export_memory_timeline`), in either of its
+//! JSON forms (gzipped or not):
+//!
+//! - raw (a path ending `.raw.json.gz`): an array of `[time_ns, action, bytes, category]`,
+//!   the time -1 for tensors that existed before profiling, the action 1 pre-existing,
+//!   2 create, 3 increment version, 4 destroy, bytes negative when memory is released,
+//!   the category an index into torch's list below;
+//! - coalesced (`.json`, `.json.gz`, and what torch writes for other names such as
+//!   `.raw.gz`): `[times_us, sizes]`, each size row `[0, bytes of each category…]`.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use crate::formats::progress::Progress;
+use crate::{Error, Result};
+
+/// torch's categories, in the order of its `_CATEGORY_TO_INDEX`; the last is unknown.
+pub const CATEGORIES: [&str; 8] = [
+    "parameter",
+    "optimizer_state",
+    "input",
+    "temporary",
+    "activation",
+    "gradient",
+    "autograd_detail",
+    "unknown",
+];
+
+/// One event of the timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryEvent {
+    /// Nanoseconds on the profiler's clock; -1 before profiling.
+    pub time_ns: i64,
+    /// 1 pre-existing, 2 create, 3 increment version, 4 destroy.
+    pub action: u8,
+    /// Bytes, negative when released.
+    pub bytes: i64,
+    /// Index into [`CATEGORIES`].
+    pub category: u8,
+}
+
+/// A memory timeline as exported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryTimeline {
+    /// Every event.
+    Raw(Vec<MemoryEvent>),
+    /// Bytes per category after each instant (µs), as torch coalesced them.
+    Totals {
+        /// The instants, µs.
+        times_us: Vec<i64>,
+        /// Bytes of each category (in [`CATEGORIES`] order) after each instant.
+        bytes: Vec<Vec<i64>>,
+    },
+}
+
+/// True when the file (gzip or not) starts with a JSON array: a memory timeline rather
+/// than a Chrome trace, which is an object.
+pub fn is_memory_timeline(path: &Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    let mut head = [0u8; 64];
+    let reader: Box<dyn Read> = if gzipped(path) {
+        Box::new(flate2::read::MultiGzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    let n = reader.take(64).read(&mut head).unwrap_or(0);
+    head[..n]
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'[')
+}
+
+fn gzipped(path: &Path) -> bool {
+    let mut magic = [0u8; 2];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == [0x1f, 0x8b]
+}
+
+/// Reads the timeline at `path`, in either form.
+pub fn read_memory_timeline(
+    path: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<MemoryTimeline> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let total = file.metadata().map_or(0, |m| m.len());
+    let mut bytes = Progress::new(total, progress);
+    let counted = bytes.reader(file);
+    let input: Box<dyn Read + '_> = if gzipped(path) {
+        Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(counted)))
+    } else {
+        Box::new(counted)
+    };
+    let doc: serde_json::Value = serde_json::from_reader(BufReader::with_capacity(1 << 18, input))
+        .map_err(|e| Error::bad_input(path, format!("not a memory timeline ({e})")))?;
+    parse(doc).map_err(|what| Error::bad_input(path, what))
+}
+
+fn parse(doc: serde_json::Value) -> std::result::Result<MemoryTimeline, String> {
+    let not_one = || {
+        "not a memory timeline of torch.profiler (expected [[time, action, bytes, category], …] \
+         or [times, sizes])"
+            .to_owned()
+    };
+    let rows = doc.as_array().ok_or_else(not_one)?;
+    let int = |v: &serde_json::Value| v.as_i64().ok_or_else(not_one);
+    let coalesced = rows.len() == 2
+        && rows[1]
+            .as_array()
+            .is_some_and(|s| s.iter().all(|r| r.is_array()));
+    if coalesced
+        && rows[0]
+            .as_array()
+            .is_some_and(|t| t.iter().all(|v| v.is_number()))
+    {
+        let times_us = rows[0]
+            .as_array()
+            .ok_or_else(not_one)?
+            .iter()
+            .map(int)
+            .collect::<std::result::Result<_, _>>()?;
+        let bytes = rows[1]
+            .as_array()
+            .ok_or_else(not_one)?
+            .iter()
+            .map(|row| {
+                let row = row.as_array().ok_or_else(not_one)?;
+                if row.len() != CATEGORIES.len() + 1 {
+                    return Err(format!(
+                        "a size row has {} entries; torch writes {}",
+                        row.len(),
+                        CATEGORIES.len() + 1
+                    ));
+                }
+                row[1..].iter().map(int).collect()
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        return Ok(MemoryTimeline::Totals { times_us, bytes });
+    }
+    rows.iter()
+        .map(|row| {
+            let row = row
+                .as_array()
+                .filter(|r| r.len() == 4)
+                .ok_or_else(not_one)?;
+            let category = int(&row[3])?;
+            if !(0..CATEGORIES.len() as i64).contains(&category) {
+                return Err(format!(
+                    "unknown memory category {category} (torch knows 0–7)"
+                ));
+            }
+            Ok(MemoryEvent {
+                time_ns: int(&row[0])?,
+                action: int(&row[1])?.clamp(0, 255) as u8,
+                bytes: int(&row[2])?,
+                category: category as u8,
+            })
+        })
+        .collect::<std::result::Result<_, _>>()
+        .map(MemoryTimeline::Raw)
+}

@@ -1,0 +1,14 @@
+//! The files of a run directory that the in-training profiler writes: `profiles/memory.jsonl`
+//! (canonical), the `tensor_profile_<ts>.log` text blocks, and the
+//! TensorBoard tags of each record.
+
+pub mod from_tensorboard;
+pub mod load;
+pub mod oom_report;
+pub mod paths;
+pub mod read;
+pub mod tags;
+pub mod text_block;
+pub mod writer;
+
+pub use writer::{RunWriter, RunWriterOptions};
