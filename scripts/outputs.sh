@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes what gpuscope says of every shared artifact (JSON and text) into one directory,
+# Writes what gpuscope says of every shared artifact (JSON, text, HTML) into one directory,
 # so that a refactoring can be checked byte for byte:
 #
 #   scripts/outputs.sh /tmp/before            # on the commit before
@@ -31,19 +31,27 @@ both() {
     say "$name.text" "$@" --format text
 }
 
+# JSON and text, and the page of the commands that make one.
+all() {
+    both "$@"
+    local name=$1
+    shift
+    say "$name.html" "$@" --format html
+}
+
 for run in "$data"/gpu-h200/*/; do
     name=$(basename "$run")
-    [[ -d $run/profiles ]] && both "report.$name" report "$run"
+    [[ -d $run/profiles ]] && all "report.$name" report "$run"
     [[ -d $run/tensorboard ]] && both "tb.$name" tb "$run/tensorboard"
     for trace in "$run"/profiler_traces/*; do
-        [[ -e $trace ]] && both "trace.$name" trace "$trace"
+        [[ -e $trace ]] && all "trace.$name" trace "$trace"
     done
     for snap in "$run"/snapshots/*.pickle; do
-        [[ -e $snap ]] && both "snapshot.$name" snapshot "$snap"
+        [[ -e $snap ]] && all "snapshot.$name" snapshot "$snap"
     done
 done
 both report.log report "$data"/logs/tensor_profile_*.log
-both report.compare report "$data"/gpu-h200/lm_clean "$data"/gpu-h200/lm_leak_nan
+all report.compare report "$data"/gpu-h200/lm_clean "$data"/gpu-h200/lm_leak_nan
 for f in "$data"/tfevents/*tfevents*; do
     name=$(basename "$f")
     both "tb.$name" tb "$f"
@@ -51,20 +59,20 @@ for f in "$data"/tfevents/*tfevents*; do
 done
 for f in "$data"/traces/*.json.gz; do
     name=$(basename "$f" .json.gz)
-    both "trace.$name" trace "$f"
+    all "trace.$name" trace "$f"
     say "trace.$name.hta.json" trace "$f" --hta-compat --format json
 done
-both trace.memory_timeline trace "$data"/traces/memory_timeline.raw.gz
+all trace.memory_timeline trace "$data"/traces/memory_timeline.raw.gz
 both trace.diff trace "$data"/traces/sampled_rank0.json.gz --diff "$data"/traces/sampled_rank1.json.gz
 for f in "$data"/snapshots/*.pickle; do
     name=$(basename "$f" .pickle)
-    both "snapshot.$name" snapshot "$f"
+    all "snapshot.$name" snapshot "$f"
     say "snapshot.$name.notrace.json" snapshot "$f" --no-trace --format json
     say "snapshot.$name.request.json" snapshot "$f" --request 2GiB --format json
 done
-both snapshot.diff snapshot "$data"/snapshots/finetune_no_timestamps.pickle --diff "$data"/snapshots/lm_fullstep_ctx128.pickle
+all snapshot.diff snapshot "$data"/snapshots/finetune_no_timestamps.pickle --diff "$data"/snapshots/lm_fullstep_ctx128.pickle
 for f in "$data"/nsys/*.sqlite; do
-    both "nsys.$(basename "$f")" nsys stats "$f"
+    all "nsys.$(basename "$f")" nsys stats "$f"
 done
 for f in "$data"/nvidia-smi/* "$data"/gpu-h200/nvidia-smi/*; do
     say "monitor.$(basename "$f").json" monitor --from "$f" --once --format json

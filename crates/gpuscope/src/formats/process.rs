@@ -37,7 +37,7 @@ impl ProcessSampler {
     /// The process's figures now; CPU use is `None` on the first sample.
     pub fn sample(&mut self) -> SystemStats {
         let now = Instant::now();
-        let cpu_seconds = process::cpu_seconds();
+        let cpu_seconds = this_process::cpu_seconds();
         let cpu_percent = match (self.previous, cpu_seconds) {
             (Some((then, before)), Some(cpu)) => {
                 let wall = now.duration_since(then).as_secs_f64();
@@ -50,7 +50,7 @@ impl ProcessSampler {
             .refresh_memory_specifics(MemoryRefreshKind::nothing().with_ram());
         let total = self.system.total_memory();
         SystemStats {
-            rss_bytes: process::rss_bytes(),
+            rss_bytes: this_process::rss_bytes(),
             heap_bytes: heap_in_use(),
             cpu_percent,
             ram_percent: (total > 0).then(|| percent(self.system.used_memory(), total)),
@@ -60,7 +60,7 @@ impl ProcessSampler {
 }
 
 #[cfg(target_os = "linux")]
-mod process {
+mod this_process {
     /// Resident set size from `/proc/self/statm` (second field, in pages).
     pub fn rss_bytes() -> Option<u64> {
         let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
@@ -88,7 +88,7 @@ mod process {
 }
 
 #[cfg(not(target_os = "linux"))]
-mod process {
+mod this_process {
     use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 
     fn refreshed() -> (System, Pid) {

@@ -1,0 +1,649 @@
+//! `gpuscope trace` as text for an 80-column terminal: per rank the GPU time breakdown,
+//! steps, gaps, memory, operators, idle time, launches and copies; the ranks side by side;
+//! and the text of `--diff`.
+
+use super::stream_label;
+use crate::analysis::trace::diff::TraceDiff;
+use crate::analysis::trace::operators::{GpuLink, OperatorStats};
+use crate::analysis::trace::ranks::RankComparison;
+use crate::analysis::trace::report::RankReport;
+use crate::analysis::trace::steps::CATEGORIES;
+use crate::render::{clip, paragraph, right_align, table, unbroken, write_table};
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// The difference of `b` from `a` as text.
+pub fn diff_text(
+    a: &Path,
+    b: &Path,
+    diff: &TraceDiff,
+    width: u16,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(out, "A: {}", a.display())?;
+    writeln!(out, "B: {}", b.display())?;
+    for (what, d) in [
+        ("GPU kernels", &diff.kernels),
+        ("CPU operators", &diff.operators),
+    ] {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{what}: {:.1} ms in A, {:.1} ms in B",
+            d.total_a_us / 1000.0,
+            d.total_b_us / 1000.0
+        )?;
+        let tables = [
+            ("slower in B", &d.slower),
+            ("faster in B", &d.faster),
+            ("only in B", &d.added),
+            ("only in A", &d.removed),
+        ];
+        // Numbered across the tables: a kernel only in A and another only in B may read
+        // alike too.
+        let all = tables.iter().flat_map(|(_, rows)| rows.iter());
+        let labels = labels(all.map(|c| c.name.as_str()), NAME_COLUMN - 4);
+        let mut labels_left = labels.as_slice();
+        for (title, rows) in tables {
+            let (these, rest) = labels_left.split_at(rows.len());
+            labels_left = rest;
+            if rows.is_empty() {
+                continue;
+            }
+            let mut t = table(width);
+            t.set_header([title, "n A", "ms A", "n B", "ms B", "Δ ms"]);
+            for (c, label) in rows.iter().zip(these) {
+                t.add_row([
+                    label.clone(),
+                    c.count_a.to_string(),
+                    format!("{:.2}", c.total_a_us / 1000.0),
+                    c.count_b.to_string(),
+                    format!("{:.2}", c.total_b_us / 1000.0),
+                    format!("{:+.2}", c.change_us / 1000.0),
+                ]);
+            }
+            right_align(&mut t, &[1, 2, 3, 4, 5]);
+            write_table(out, &t)?;
+        }
+        alike_note(out, &labels, width)?;
+    }
+    Ok(())
+}
+
+/// The ranks side by side, and the stragglers.
+pub fn ranks_text(c: &RankComparison, width: u16, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "Ranks side by side")?;
+    let mut t = table(width);
+    t.set_header(["rank", "step ms", "compute ms", "comm ms", "idle ms"]);
+    for r in &c.ranks {
+        t.add_row([
+            r.rank.to_string(),
+            r.mean_step_us
+                .map_or("-".into(), |us| format!("{:.1}", us / 1000.0)),
+            format!("{:.1}", r.compute_us / 1000.0),
+            format!("{:.1}", r.communication_us / 1000.0),
+            format!("{:.1}", r.idle_us / 1000.0),
+        ]);
+    }
+    right_align(&mut t, &[0, 1, 2, 3, 4]);
+    write_table(out, &t)?;
+    for s in &c.stragglers {
+        let line = format!(
+            "Straggler: rank {} computes {:.0} % longer than the median rank; the others \
+             wait for it in their collectives.",
+            s.rank, s.compute_over_median_percent
+        );
+        paragraph(out, &line, width)?;
+    }
+    if c.stragglers.is_empty() {
+        writeln!(
+            out,
+            "No straggler: no rank computes 5 % longer than the median."
+        )?;
+    }
+    writeln!(out)
+}
+
+/// Operators and gaps named in [`summary`].
+const SUMMARY_ITEMS: usize = 3;
+
+/// A few lines on one rank for a training log: GPU idle, the mean step's split and
+/// verdicts, the top operators by self time, the largest gap. `gpuscope trace` has the rest.
+pub fn summary(r: &RankReport, width: u16, out: &mut dyn Write) -> io::Result<()> {
+    let name = r.path.file_name().map_or_else(
+        || r.path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let gpu = match &r.temporal {
+        Some(t) => format!(
+            "GPU busy {:.1} ms, idle {:.1} % of it",
+            t.kernel_time_us / 1000.0,
+            t.idle_time_percent
+        ),
+        None => "no GPU activity (CPU only)".to_owned(),
+    };
+    paragraph(
+        out,
+        &format!("gpuscope: {name}: {} events, {gpu}", r.events),
+        width,
+    )?;
+    if let Some(s) = &r.steps {
+        let split: Vec<String> = CATEGORIES
+            .iter()
+            .zip(&s.mean.breakdown_us)
+            .filter(|(_, &us)| us > 0.0 && s.mean.duration_us > 0.0)
+            .map(|(c, us)| format!("{c} {:.0} %", us * 100.0 / s.mean.duration_us))
+            .collect();
+        paragraph(
+            out,
+            &format!(
+                "  {} steps, mean {:.2} ms: {}",
+                s.steps.len(),
+                s.mean.duration_us / 1000.0,
+                split.join(", ")
+            ),
+            width,
+        )?;
+        for v in &s.verdicts {
+            paragraph(out, &format!("  {}: {}", v.kind, v.advice), width)?;
+        }
+    }
+    // Profiler step ranges are listed as operators, as key_averages lists them; here they
+    // would only repeat the step line.
+    let ops: Vec<String> = r
+        .operators
+        .by_self_time
+        .iter()
+        .filter(|o| !o.name.starts_with("ProfilerStep#"))
+        .take(SUMMARY_ITEMS)
+        .map(|o| format!("{} {:.2} ms", unbroken(&o.name), o.self_us / 1000.0))
+        .collect();
+    if !ops.is_empty() {
+        paragraph(
+            out,
+            &format!("  top CPU ops (self): {}", ops.join(", ")),
+            width,
+        )?;
+    }
+    if let Some(g) = r.largest_gaps.first() {
+        let during = g.cpu.first().map_or(String::new(), |c| {
+            format!(" while the CPU ran {}", unbroken(&c.name))
+        });
+        paragraph(
+            out,
+            &format!("  largest GPU gap {:.2} ms{during}", g.duration_us / 1000.0),
+            width,
+        )?;
+    }
+    Ok(())
+}
+
+/// The text report in `width` columns.
+pub fn text(ranks: &[RankReport], width: u16, out: &mut dyn Write) -> io::Result<()> {
+    for r in ranks {
+        paragraph(
+            out,
+            &format!("rank {} — {}", r.rank, r.path.display()),
+            width,
+        )?;
+        for (why, count) in &r.dropped {
+            writeln!(out, "  {count} events skipped: {why}")?;
+        }
+        let Some(t) = &r.temporal else {
+            writeln!(
+                out,
+                "  No GPU activity in this trace ({} events, all on the CPU).",
+                r.events
+            )?;
+            writeln!(out)?;
+            steps(out, r, width)?;
+            operators(out, r, width)?;
+            memory(out, r, width)?;
+            continue;
+        };
+        if r.counter_ranges > 0 {
+            let line = format!(
+                "  {} kernels were recorded by CUPTI's range profiler, which replays each \
+                 kernel to read hardware counters: their times are the replays', not the \
+                 run's.",
+                r.counter_ranges
+            );
+            paragraph(out, &line, width)?;
+        }
+        if let Some(step) = &r.last_step_left_out {
+            let line = format!(
+                "  The last profiler step ({step}) is left out of the GPU views below, as \
+                 HTA does: the profiler's stop may cut it short (the step table lists \
+                 every step)."
+            );
+            paragraph(out, &line, width)?;
+        }
+        for note in &r.notes {
+            paragraph(out, &format!("  {note}"), width)?;
+        }
+        writeln!(out)?;
+        writeln!(out, "GPU time (temporal breakdown)")?;
+        let mut tt = table(width);
+        tt.set_header(["", "µs", "%"]);
+        for (name, us, pct) in [
+            ("kernel time (span)", t.kernel_time_us, 100.0),
+            ("idle", t.idle_time_us, t.idle_time_percent),
+            ("compute", t.compute_time_us, t.compute_time_percent),
+            (
+                "non-compute",
+                t.non_compute_time_us,
+                t.non_compute_time_percent,
+            ),
+        ] {
+            tt.add_row([name.to_owned(), format!("{us:.1}"), format!("{pct:.2}")]);
+        }
+        right_align(&mut tt, &[1, 2]);
+        write_table(out, &tt)?;
+        writeln!(out)?;
+        writeln!(out, "Kernel types")?;
+        let mut kt = table(width);
+        kt.set_header(["type", "µs", "%"]);
+        for k in &r.kernel_types {
+            kt.add_row([
+                k.kernel_type.clone(),
+                format!("{:.1}", k.sum_us),
+                format!("{:.1}", k.percentage),
+            ]);
+        }
+        right_align(&mut kt, &[1, 2]);
+        write_table(out, &kt)?;
+        writeln!(out)?;
+        writeln!(out, "Top kernels by total time")?;
+        let mut top = table(width);
+        top.set_header(["kernel", "n", "total µs", "mean", "max", "%"]);
+        let labels = labels(r.top_kernels.iter().map(|k| k.name.as_str()), NAME_COLUMN);
+        for (k, label) in r.top_kernels.iter().zip(&labels) {
+            top.add_row([
+                label.clone(),
+                k.count.to_string(),
+                format!("{:.1}", k.sum_us),
+                format!("{:.1}", k.mean_us),
+                format!("{:.1}", k.max_us),
+                format!("{:.1}", k.percentage),
+            ]);
+        }
+        right_align(&mut top, &[1, 2, 3, 4, 5]);
+        write_table(out, &top)?;
+        alike_note(out, &labels, width)?;
+        writeln!(out)?;
+        idle(out, r, width)?;
+        launches(out, r, width)?;
+        copies(out, r, width)?;
+        steps(out, r, width)?;
+        gaps(out, r, width)?;
+        operators(out, r, width)?;
+        memory(out, r, width)?;
+    }
+    Ok(())
+}
+
+fn gaps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    if r.largest_gaps.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "Largest GPU gaps, and what the CPU was doing")?;
+    for g in &r.largest_gaps {
+        let doing: Vec<String> = g
+            .cpu
+            .iter()
+            .map(|c| format!("{} ({:.0} µs)", unbroken(&c.name), c.overlap_us))
+            .collect();
+        let doing = if doing.is_empty() {
+            "nothing recorded".to_owned()
+        } else {
+            doing.join("; ")
+        };
+        let line = format!(
+            "  {:>10.1} µs at {:.1} ms: {doing}",
+            g.duration_us,
+            g.start_us / 1000.0
+        );
+        paragraph(out, &line, width)?;
+    }
+    writeln!(out)
+}
+
+fn memory(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    for m in &r.memory {
+        let mb = |b: i64| b as f64 / (1u64 << 20) as f64;
+        let line = format!(
+            "Memory on {} ({} events): peak {:.1} MB at {:.1} ms, {:.1} MB at the end \
+             (counted from the start of the trace)",
+            m.device,
+            m.events,
+            mb(m.peak_bytes),
+            m.peak_at_us / 1000.0,
+            mb(m.end_bytes)
+        );
+        paragraph(out, &line, width)?;
+        let mut t = table(width);
+        t.set_header(["allocated most by the peak", "MB"]);
+        for a in &m.top_allocators {
+            t.add_row([
+                clip(&a.name, NAME_COLUMN + 8),
+                format!("{:.1}", mb(a.net_bytes)),
+            ]);
+        }
+        right_align(&mut t, &[1]);
+        write_table(out, &t)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn operators(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    let o = &r.operators;
+    let tables: [(&str, &[OperatorStats]); 3] = [
+        ("CPU operators by self time", &o.by_self_time),
+        (
+            "CPU operators by the GPU time they launched",
+            &o.by_gpu_time,
+        ),
+        ("CPU operators by input shapes (total time)", &o.by_shapes),
+    ];
+    for (title, rows) in tables {
+        if rows.is_empty() {
+            continue;
+        }
+        writeln!(out, "{title}")?;
+        let mut t = table(width);
+        t.set_header(["operator", "n", "self ms", "total ms", "GPU ms"]);
+        for s in rows {
+            let name = match &s.input_shapes {
+                Some(shapes) => format!("{} {shapes}", s.name),
+                None => s.name.clone(),
+            };
+            t.add_row([
+                clip(&name, NAME_COLUMN + 8),
+                s.count.to_string(),
+                format!("{:.2}", s.self_us / 1000.0),
+                format!("{:.2}", s.total_us / 1000.0),
+                s.gpu_us
+                    .map_or_else(|| "?".to_owned(), |us| format!("{:.2}", us / 1000.0)),
+            ]);
+        }
+        right_align(&mut t, &[1, 2, 3, 4]);
+        write_table(out, &t)?;
+        writeln!(out)?;
+    }
+    let note = match o.gpu_time_linked_by {
+        None => Some(
+            "GPU ms ?: no GPU work of this trace carries an operator's External id, and no \
+             launch of it is inside an operator on a recorded thread, so the GPU time each \
+             operator launched is not known.",
+        ),
+        Some(GpuLink::Enclosure) => Some(
+            "GPU ms: each kernel, copy and memset is credited to the innermost operator \
+             running its launch call (this trace's External ids are not operators').",
+        ),
+        Some(GpuLink::ExternalId) => None,
+    };
+    if let Some(note) = note {
+        paragraph(out, note, width)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn idle(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    if r.idle_by_stream.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "Idle time by stream (µs)")?;
+    let mut t = table(width);
+    t.set_header(["stream", "host wait", "kernel wait", "other", "host wait %"]);
+    for s in &r.idle_by_stream {
+        let total = s.total_us();
+        let share = if total > 0.0 {
+            s.host_wait_us * 100.0 / total
+        } else {
+            0.0
+        };
+        t.add_row([
+            stream_label(s.stream),
+            format!("{:.1}", s.host_wait_us),
+            format!("{:.1}", s.kernel_wait_us),
+            format!("{:.1}", s.other_us),
+            format!("{share:.0}"),
+        ]);
+    }
+    right_align(&mut t, &[0, 1, 2, 3, 4]);
+    write_table(out, &t)?;
+    if let Some(p) = r.comm_comp_overlap_percent {
+        writeln!(out, "Communication hidden under computation: {p:.1} %")?;
+    }
+    writeln!(out)
+}
+
+fn launches(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    let Some(l) = &r.launches else {
+        return Ok(());
+    };
+    writeln!(out, "Kernel launches ({})", l.count)?;
+    let mut t = table(width);
+    t.set_header(["µs", "mean", "median", "p95", "max"]);
+    for (name, d) in [
+        ("launch call (CPU)", &l.cpu_duration),
+        ("work (GPU)", &l.gpu_duration),
+        ("launch delay", &l.launch_delay),
+    ] {
+        t.add_row([
+            name.to_owned(),
+            format!("{:.1}", d.mean_us),
+            format!("{:.1}", d.p50_us),
+            format!("{:.1}", d.p95_us),
+            format!("{:.1}", d.max_us),
+        ]);
+    }
+    right_align(&mut t, &[1, 2, 3, 4]);
+    write_table(out, &t)?;
+    for q in &r.queue_by_stream {
+        writeln!(
+            out,
+            "Stream {} queue: {:.1} launched kernels waiting on average, {} at most.",
+            q.stream, q.mean, q.max
+        )?;
+    }
+    if l.shorter_than_launch > 0 {
+        let line = format!(
+            "{} launches ({:.0} %) ran shorter on the GPU than their launch call on the CPU.",
+            l.shorter_than_launch, l.shorter_than_launch_percent
+        );
+        paragraph(out, &line, width)?;
+    }
+    if r.launch_bound {
+        paragraph(
+            out,
+            "Launch-bound: most work is shorter than its launch and the queues stay short, \
+             so the GPU waits for the CPU to launch — CUDA graphs or torch.compile fuse and \
+             batch the launches.",
+            width,
+        )?;
+    }
+    writeln!(out)
+}
+
+fn copies(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    if r.copies.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "Copies and memsets")?;
+    let mut t = table(width);
+    t.set_header(["direction", "count", "MB", "µs", "GB/s", "pageable"]);
+    for c in &r.copies {
+        t.add_row([
+            c.direction.clone(),
+            c.count.to_string(),
+            format!("{:.1}", c.bytes as f64 / 1e6),
+            format!("{:.1}", c.time_us),
+            format!("{:.1}", c.gb_per_s),
+            c.pageable_count.to_string(),
+        ]);
+    }
+    right_align(&mut t, &[1, 2, 3, 4, 5]);
+    write_table(out, &t)?;
+    let pageable: u64 = r.copies.iter().map(|c| c.pageable_count).sum();
+    if pageable > 0 {
+        let line = format!(
+            "{pageable} copies use pageable host memory: they are staged through a pinned \
+             buffer and cannot overlap compute — pin_memory=True in the DataLoader (or \
+             tensor.pin_memory()) and .to(device, non_blocking=True)."
+        );
+        paragraph(out, &line, width)?;
+    }
+    writeln!(out)
+}
+
+fn steps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
+    let Some(o) = &r.steps else {
+        return Ok(());
+    };
+    writeln!(out, "Steps (% of each step)")?;
+    let mut t = table(width);
+    t.set_header([
+        "step", "ms", "kernel", "memcpy", "comm", "runtime", "loader", "cpu", "other",
+    ]);
+    for s in o.steps.iter().chain([&o.mean]) {
+        t.add_row([
+            s.name.trim_start_matches("ProfilerStep").to_owned(),
+            format!("{:.1}", s.duration_us / 1000.0),
+            format!("{:.0}", s.percent("kernel")),
+            format!("{:.0}", s.percent("memcpy") + s.percent("memset")),
+            format!("{:.0}", s.percent("communication")),
+            format!("{:.0}", s.percent("runtime")),
+            format!("{:.0}", s.percent("dataloader")),
+            format!("{:.0}", s.percent("cpu_exec")),
+            format!("{:.0}", s.percent("other")),
+        ]);
+    }
+    right_align(&mut t, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    write_table(out, &t)?;
+    for v in &o.verdicts {
+        paragraph(out, &format!("Verdict: {}", v.advice), width)?;
+    }
+    if o.verdicts.is_empty() {
+        writeln!(out, "Verdict: nothing stands out in the steps.")?;
+    }
+    writeln!(out)
+}
+
+/// Names for a table column `width` wide: shortened ([`short_name`]) and clipped, and
+/// numbered ` (1)`, ` (2)`, ... where several would read alike (instantiations of one
+/// template, names that differ only past the cut).
+fn labels<'a>(names: impl Iterator<Item = &'a str>, width: usize) -> Vec<String> {
+    let short: Vec<String> = names.map(short_name).collect();
+    let plain: Vec<String> = short.iter().map(|s| clip(s, width)).collect();
+    let mut uses: HashMap<&str, usize> = HashMap::new();
+    for label in &plain {
+        *uses.entry(label).or_default() += 1;
+    }
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    plain
+        .iter()
+        .zip(&short)
+        .map(|(label, short)| {
+            if uses[label.as_str()] == 1 {
+                return label.clone();
+            }
+            let n = seen.entry(label).or_default();
+            *n += 1;
+            let number = format!(" ({n})");
+            format!("{}{number}", clip(short, width - number.len()))
+        })
+        .collect()
+}
+
+/// The line under a table whose names [`labels`] numbered.
+fn alike_note(out: &mut dyn Write, labels: &[String], width: u16) -> io::Result<()> {
+    if labels.iter().any(|l| l.ends_with(" (1)")) {
+        paragraph(
+            out,
+            "(1), (2), ...: different kernels whose names read alike here; --format json has \
+             their full names.",
+            width,
+        )?;
+    }
+    Ok(())
+}
+
+/// Widest kernel name in the text table; the JSON has the full names.
+const NAME_COLUMN: usize = 32;
+
+/// A kernel's name without its return type, template arguments and parameters, which
+/// make a C++ kernel name hundreds of characters long:
+/// `void at::native::elementwise_kernel<128, 4, …>(int, …)` → `at::native::elementwise_kernel`.
+fn short_name(name: &str) -> String {
+    let name = name.strip_prefix("void ").unwrap_or(name);
+    let mut depth = 0usize;
+    let mut out = String::new();
+    let mut previous = ' ';
+    for c in name.chars() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' if previous == '-' => {} // an arrow, `Pageable -> Device`
+            '>' | ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+        previous = c;
+    }
+    // `(anonymous namespace)` leaves an empty path segment behind.
+    let out = out.replace("::::", "::");
+    let out = out.trim();
+    if out.is_empty() {
+        name.to_owned()
+    } else {
+        out.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{labels, short_name};
+
+    #[test]
+    fn names_that_read_alike_are_numbered() {
+        let names = [
+            "void implicit_convolve_sgemm<float, 1024>(int)",
+            "void other_kernel(int)",
+            "void implicit_convolve_sgemm<float, 128>(int)",
+            "at::native::vectorized_elementwise_kernel_a",
+            "at::native::vectorized_elementwise_kernel_b",
+        ];
+        assert_eq!(
+            labels(names.into_iter(), 24),
+            [
+                "implicit_convolve_s… (1)",
+                "other_kernel",
+                "implicit_convolve_s… (2)",
+                "at::native::vectori… (1)",
+                "at::native::vectori… (2)",
+            ]
+        );
+        assert_eq!(labels(["a", "b"].into_iter(), 24), ["a", "b"]);
+    }
+
+    #[test]
+    fn kernel_names_lose_templates_and_parameters() {
+        assert_eq!(
+            short_name(
+                "void at::native::elementwise_kernel<128, 4, at::native::F<float> >(int, F)"
+            ),
+            "at::native::elementwise_kernel"
+        );
+        assert_eq!(
+            short_name("Memcpy HtoD (Pageable -> Device)"),
+            "Memcpy HtoD"
+        );
+        assert_eq!(
+            short_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"),
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+        );
+    }
+}
