@@ -1,6 +1,7 @@
 //! The command line's definition (clap derive); doc comments here are the `--help` text.
 //! No logic: commands/ does the work.
 
+use gpuscope::Format;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -136,6 +137,16 @@ pub enum TbFormat {
     Csv,
 }
 
+impl From<TbFormat> for Format {
+    fn from(f: TbFormat) -> Format {
+        match f {
+            TbFormat::Text => Format::Text,
+            TbFormat::Json => Format::Json,
+            TbFormat::Csv => Format::Csv,
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
     /// Run directories, memory*.jsonl files, tensor_profile_*.log text logs or
@@ -151,12 +162,23 @@ pub struct ReportArgs {
     pub output: Option<PathBuf>,
 }
 
+/// The formats of the commands that make a page (report, trace, snapshot, nsys stats).
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ReportFormat {
     Text,
     Json,
     /// One self-contained page with charts (write it to a file with -o)
     Html,
+}
+
+impl From<ReportFormat> for Format {
+    fn from(f: ReportFormat) -> Format {
+        match f {
+            ReportFormat::Text => Format::Text,
+            ReportFormat::Json => Format::Json,
+            ReportFormat::Html => Format::Html,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -166,8 +188,8 @@ pub struct TraceArgs {
     /// .json / .json.gz)
     pub path: PathBuf,
     /// Output format
-    #[arg(long, value_enum, default_value_t = TraceFormat::Text)]
-    pub format: TraceFormat,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
     /// Write to FILE instead of stdout
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -193,14 +215,6 @@ pub struct TraceArgs {
 pub enum ExportFormat {
     Csv,
     Parquet,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum TraceFormat {
-    Text,
-    Json,
-    /// One self-contained page with charts (write it with -o trace.html)
-    Html,
 }
 
 #[derive(Debug, clap::Args)]

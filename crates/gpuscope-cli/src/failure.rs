@@ -1,5 +1,7 @@
 //! How a command fails: one line on stderr and an exit code. Engine errors become
-//! `error: <path>: <what is wrong> (<what to do>)`; a closed output pipe is not a failure.
+//! `error: <path>: <what is wrong> (<what to do>)` and exit 2; output that cannot be
+//! written, `error: <path>: cannot write: <reason>` and exit 1; a closed output pipe is
+//! not a failure.
 
 use std::io;
 
@@ -8,6 +10,8 @@ use std::io;
 pub enum Failure {
     /// Input or arguments that cannot be used: exit 2 with this line (without `error: `).
     Usage(String),
+    /// The input was fine but the result could not be written: exit 1 with this line.
+    Output(String),
     /// The reader of our output went away (`| head`): exit 0, say nothing.
     ClosedPipe,
     /// `gpuscope run`'s child ended with this non-zero code: pass it on, say nothing.
@@ -21,6 +25,10 @@ impl Failure {
             Failure::Usage(line) => {
                 eprintln!("error: {line}");
                 2
+            }
+            Failure::Output(line) => {
+                eprintln!("error: {line}");
+                1
             }
             Failure::ClosedPipe => 0,
             Failure::Exit(code) => code,
@@ -41,6 +49,7 @@ impl From<gpuscope::Error> for Failure {
                 };
                 format!("{}: {source} ({hint})", path.display())
             }
+            Error::Output { .. } => return Failure::Output(e.to_string()),
             _ => e.to_string(),
         };
         Failure::Usage(line)
@@ -48,11 +57,12 @@ impl From<gpuscope::Error> for Failure {
 }
 
 impl From<io::Error> for Failure {
+    /// An error writing to stdout.
     fn from(e: io::Error) -> Self {
         if e.kind() == io::ErrorKind::BrokenPipe {
             Failure::ClosedPipe
         } else {
-            Failure::Usage(format!("cannot write output: {e}"))
+            Failure::Output(format!("stdout: cannot write: {e}"))
         }
     }
 }

@@ -1,23 +1,32 @@
 //! Where a command's output goes (stdout or `-o FILE`), how wide text may be, and the
 //! progress bar shown on stderr while long inputs are parsed.
 
-use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
+
+use gpuscope::formats::output::write_file;
+use gpuscope::{Format, Render};
 
 use crate::Failure;
 
 /// Inputs smaller than this parse too fast for a progress bar to help.
 const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 
-/// Opens `-o FILE`, or stdout when none is given.
-pub fn open(path: Option<&Path>) -> Result<Box<dyn Write>, Failure> {
-    Ok(match path {
-        Some(p) => Box::new(BufWriter::new(File::create(p).map_err(|e| {
-            Failure::Usage(format!("{}: cannot create output: {e}", p.display()))
-        })?)),
-        None => Box::new(BufWriter::new(io::stdout().lock())),
-    })
+/// Writes a command's result as `format` into `-o FILE`, or to stdout when none is given.
+pub fn emit(
+    format: impl Into<Format>,
+    path: Option<&Path>,
+    result: &dyn Render,
+) -> Result<(), Failure> {
+    let (format, width) = (format.into(), text_width());
+    match path {
+        Some(path) => Ok(write_file(path, result, format, width)?),
+        None => {
+            let mut out = BufWriter::new(io::stdout().lock());
+            result.render(format, width, &mut out)?;
+            Ok(out.flush()?)
+        }
+    }
 }
 
 /// Refuses an output file that is one of the command's inputs: the input is read first,

@@ -1,6 +1,7 @@
 //! What every command's output has in common: `-o FILE` naming one of the command's
 //! inputs is refused before anything is written, so the input survives (the report would
-//! have replaced it); text reports have no blanks at the ends of their lines.
+//! have replaced it); output that cannot be written is exit 1 with one line naming where;
+//! text reports have no blanks at the ends of their lines.
 
 use std::path::{Path, PathBuf};
 
@@ -161,4 +162,51 @@ fn wrapped_text_never_breaks_a_path_at_a_hyphen() {
         "{line}"
     );
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}
+
+/// Where nothing can be written (a directory that does not exist): exit 1, not the exit 2
+/// of bad input, and one line that names the output.
+#[test]
+fn output_that_cannot_be_written_is_exit_1_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let nowhere = dir.path().join("no such directory");
+    let cases: [(&[&str], PathBuf); 3] = [
+        (&["report", "gpu-h200/lm_clean"], nowhere.join("report.txt")),
+        (
+            &[
+                "snapshot",
+                "snapshots/finetune_no_timestamps.pickle",
+                "--format",
+                "html",
+            ],
+            nowhere.join("snapshot.html"),
+        ),
+        (
+            &[
+                "trace",
+                "traces/alexnet_single_gpu.json.gz",
+                "--export",
+                "csv",
+            ],
+            dir.path().join("a file").join("tables"),
+        ),
+    ];
+    std::fs::write(dir.path().join("a file"), "").unwrap();
+    for (args, output) in cases {
+        let out = Command::cargo_bin("gpuscope")
+            .unwrap()
+            .arg(args[0])
+            .arg(shared(args[1]))
+            .args(&args[2..])
+            .arg("-o")
+            .arg(&output)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("error: "), "{err}");
+        assert!(err.contains(": cannot write: "), "{err}");
+        assert!(err.contains(&*dir.path().to_string_lossy()), "{err}");
+    }
 }

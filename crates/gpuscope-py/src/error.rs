@@ -40,10 +40,12 @@ pub fn to_py(e: gpuscope::Error) -> PyErr {
     let message = e.to_string();
     match e {
         // OSError(errno, strerror, filename) becomes FileNotFoundError, PermissionError...
-        Error::Io { path, source } => match source.raw_os_error() {
-            Some(errno) => PyOSError::new_err((errno, source.to_string(), path)),
-            None => PyErr::from(std::io::Error::new(source.kind(), message)),
-        },
+        Error::Io { path, source } | Error::Output { path, source } => {
+            match source.raw_os_error() {
+                Some(errno) => PyOSError::new_err((errno, source.to_string(), path)),
+                None => PyErr::from(std::io::Error::new(source.kind(), message)),
+            }
+        }
         Error::BadInput { .. } => BadInputError::new_err(message),
         Error::InvalidArgument(_) => pyo3::exceptions::PyValueError::new_err(message),
         Error::WriterStopped { .. } => WriterError::new_err(message),

@@ -1,5 +1,6 @@
 //! The engine's one error type. Every fallible engine call returns [`Result`]; the CLI maps
-//! an [`Error`] to exit code 2 and one line, the bindings map it to a Python exception.
+//! an [`Error`] to one line and an exit code (2 for what it was given, 1 for output it
+//! could not write), the bindings map it to a Python exception.
 
 use std::path::PathBuf;
 
@@ -25,6 +26,15 @@ pub enum Error {
         /// What is wrong with it, with a hint of what to do.
         what: String,
     },
+    /// A result could not be written where it was asked to go (no such directory, no
+    /// permission, disk full): the input was fine.
+    #[error("{path}: cannot write: {source}")]
+    Output {
+        /// The file or directory being written.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// A caller passed an argument the engine cannot use.
     #[error("{0}")]
     InvalidArgument(String),
@@ -42,6 +52,14 @@ impl Error {
     /// An I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Output to `path` that could not be written.
+    pub fn output(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Output {
             path: path.into(),
             source,
         }

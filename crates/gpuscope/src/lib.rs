@@ -11,3 +11,20 @@ pub mod model;
 pub mod render;
 
 pub use error::{Error, Result};
+
+// What the CLI and the bindings call, one level deep: read (formats), analyse, then hand the
+// result to `render::Render` in the format asked for.
+pub use analysis::memory_timeline::category_timeline;
+pub use analysis::nsys::{nsys_report, KernelNames};
+pub use analysis::report::{report, Report};
+pub use analysis::snapshot::diff::diff as diff_snapshots;
+pub use analysis::snapshot::{snapshot_report, Options as SnapshotOptions, SnapshotReport};
+pub use analysis::trace::scope::Clock;
+pub use analysis::trace::{analyze_traces, diff_traces, TraceAnalysis};
+pub use formats::memory_timeline::{is_memory_timeline, read_memory_timeline};
+pub use formats::nsys::read_export;
+pub use formats::runlog::load::{latest_run, load_run};
+pub use formats::snapshot::{read_snapshot, read_snapshot_bytes, Parts};
+pub use formats::tfevents::{load_log_dir, LoadOptions};
+pub use formats::trace::{load_traces, TraceFile};
+pub use render::{Format, Render};

@@ -2,11 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use gpuscope::analysis::report::report;
-use gpuscope::formats::runlog::load::{latest_run, load_run};
-use gpuscope::render::report as render;
+use gpuscope::{latest_run, load_run, report};
 
-use crate::args::{ReportArgs, ReportFormat};
+use crate::args::ReportArgs;
 use crate::{output, Failure};
 
 pub fn run(args: ReportArgs) -> Result<(), Failure> {
@@ -17,15 +15,7 @@ pub fn run(args: ReportArgs) -> Result<(), Failure> {
         let ranks = load_run(&path, &mut output::progress("reading"))?;
         runs.push((path, ranks));
     }
-    let report = report(&runs);
-    let mut out = output::open(args.output.as_deref())?;
-    match args.format {
-        ReportFormat::Text => render::text(&report, output::text_width(), &mut out)?,
-        ReportFormat::Json => render::json(&report, &mut out)?,
-        ReportFormat::Html => render::html(&report, &mut out)?,
-    }
-    out.flush()?;
-    Ok(())
+    output::emit(args.format, args.output.as_deref(), &report(&runs))
 }
 
 /// `latest` → the newest run under `$GPUSCOPE_RUNS` or the current directory, said on stderr.

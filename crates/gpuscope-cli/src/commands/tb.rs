@@ -1,7 +1,7 @@
 //! `gpuscope tb`: read TensorBoard event files on a headless box.
 
-use gpuscope::formats::tfevents::{load_log_dir, LoadOptions};
-use gpuscope::render::tb::{self as render, TextView};
+use gpuscope::render::tb::{self as render, Listing, TextView};
+use gpuscope::{load_log_dir, LoadOptions};
 
 use crate::args::{TbArgs, TbFormat};
 use crate::{output, Failure};
@@ -38,26 +38,20 @@ pub fn run(args: TbArgs) -> Result<(), Failure> {
             )));
         }
     }
-    let mut out = output::open(args.output.as_deref())?;
     if !matches!(args.format, TbFormat::Text) {
         // The text lists them with its other notes; JSON and CSV keep stdout for data.
         for line in &empty {
             eprintln!("{line}");
         }
     }
-    match args.format {
-        TbFormat::Text => {
-            let view = if args.tag.is_empty() {
-                TextView::Tags
-            } else {
-                TextView::Series
-            };
-            render::text(&data, view, output::text_width(), &mut out)?
-        }
-        TbFormat::Json => render::json(&data, &mut out)?,
-        TbFormat::Csv if args.tags => render::tags_csv(&data, &mut out)?,
-        TbFormat::Csv => render::csv(&data, &mut out)?,
-    }
-    out.flush()?;
-    Ok(())
+    let listing = Listing {
+        data: &data,
+        view: if args.tag.is_empty() {
+            TextView::Tags
+        } else {
+            TextView::Series
+        },
+        tags_only: args.tags,
+    };
+    output::emit(args.format, args.output.as_deref(), &listing)
 }

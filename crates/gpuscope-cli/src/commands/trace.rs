@@ -2,39 +2,31 @@
 
 use std::path::{Path, PathBuf};
 
-use gpuscope::analysis::memory_timeline::category_timeline;
-use gpuscope::analysis::trace::diff::diff;
-use gpuscope::analysis::trace::ranks::compare_ranks;
-use gpuscope::analysis::trace::report::report;
-use gpuscope::analysis::trace::scope::{scope, Clock};
-use gpuscope::formats::trace::export::{self as export, TableFormat};
-use gpuscope::render::memory_timeline as memory;
-use gpuscope::render::trace as render;
+use gpuscope::formats::trace::export::{export, TableFormat};
+use gpuscope::render::{memory_timeline::Timeline, trace::Diff};
+use gpuscope::{
+    analyze_traces, category_timeline, diff_traces, is_memory_timeline, load_traces,
+    read_memory_timeline, Clock, TraceFile,
+};
 
-use gpuscope::formats::memory_timeline::{is_memory_timeline, read_memory_timeline};
-use gpuscope::formats::trace::{load_traces, TraceFile};
-
-use crate::args::{ExportFormat, TraceArgs, TraceFormat};
+use crate::args::{ExportFormat, ReportFormat, TraceArgs};
 use crate::{output, Failure};
 
 pub fn run(args: TraceArgs) -> Result<(), Failure> {
-    let (clock, clock_name) = if args.hta_compat {
-        (Clock::HtaRounded, "hta-rounded")
+    let clock = if args.hta_compat {
+        Clock::HtaRounded
     } else {
-        (Clock::Exact, "exact")
+        Clock::Exact
     };
     // A comparison is text or JSON; asked for HTML it is refused before anything is read
     // (JSON in a `.html` file is not the page that was asked for).
-    let diff_in_json = match (&args.diff, args.format) {
-        (Some(_), TraceFormat::Html) => {
-            return Err(Failure::Usage(
-                "trace --diff has no HTML page: use --format text or --format json for the \
-                 comparison"
-                    .to_owned(),
-            ))
-        }
-        (_, format) => matches!(format, TraceFormat::Json),
-    };
+    if let (Some(_), ReportFormat::Html) = (&args.diff, args.format) {
+        return Err(Failure::Usage(
+            "trace --diff has no HTML page: use --format text or --format json for the \
+             comparison"
+                .to_owned(),
+        ));
+    }
     output::not_an_input(
         args.output.as_deref(),
         &[Some(&args.path), args.diff.as_deref()],
@@ -49,61 +41,44 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
             ExportFormat::Csv => TableFormat::Csv,
             ExportFormat::Parquet => TableFormat::Parquet,
         };
-        for path in export::export(&traces, format, &dir)? {
+        for path in export(&traces, format, &dir)? {
             eprintln!("wrote {}", path.display());
         }
         return Ok(());
     }
-    let mut out = output::open(args.output.as_deref())?;
+    let output = args.output.as_deref();
     if let Some(other) = &args.diff {
         let others = load(other)?;
         let (a, b) = (&traces[0], &others[0]);
-        let d = diff(
-            (&a.trace, &scope(&a.trace, clock)),
-            (&b.trace, &scope(&b.trace, clock)),
-        );
-        if diff_in_json {
-            render::diff_json(&a.path, &b.path, &d, &mut out)?;
-        } else {
-            render::diff_text(&a.path, &b.path, &d, output::text_width(), &mut out)?;
-        }
-        out.flush()?;
-        return Ok(());
+        let diff = diff_traces(a, b, clock);
+        let comparison = Diff {
+            a: &a.path,
+            b: &b.path,
+            diff: &diff,
+        };
+        return output::emit(args.format, output, &comparison);
     }
-    let ranks = report(&traces, clock, args.top);
-    let comparison = compare_ranks(&ranks);
-    match args.format {
-        TraceFormat::Text => {
-            let width = output::text_width();
-            render::text(&ranks, width, &mut out)?;
-            if let Some(c) = &comparison {
-                render::ranks_text(c, width, &mut out)?;
-            }
-        }
-        TraceFormat::Json => render::json(&ranks, comparison.as_ref(), clock_name, &mut out)?,
-        TraceFormat::Html => render::html::html(&ranks, comparison.as_ref(), &mut out)?,
-    }
-    out.flush()?;
-    Ok(())
+    output::emit(
+        args.format,
+        output,
+        &analyze_traces(&traces, clock, args.top),
+    )
 }
 
 /// torch.profiler's raw memory timeline by category.
 fn memory_timeline(args: &TraceArgs) -> Result<(), Failure> {
     let events = read_memory_timeline(&args.path, &mut output::progress("reading"))?;
-    let Some(t) = category_timeline(events) else {
+    let Some(timeline) = category_timeline(events) else {
         return Err(Failure::Usage(format!(
             "{}: the memory timeline has no events",
             args.path.display()
         )));
     };
-    let mut out = output::open(args.output.as_deref())?;
-    match args.format {
-        TraceFormat::Text => memory::text(&args.path, &t, output::text_width(), &mut out)?,
-        TraceFormat::Json => memory::json(&args.path, &t, &mut out)?,
-        TraceFormat::Html => memory::html(&args.path, &t, &mut out)?,
-    }
-    out.flush()?;
-    Ok(())
+    let page = Timeline {
+        path: &args.path,
+        timeline: &timeline,
+    };
+    output::emit(args.format, args.output.as_deref(), &page)
 }
 
 /// The traces at `path`; files of a directory that are not traces are named on stderr.

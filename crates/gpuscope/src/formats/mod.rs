@@ -6,6 +6,7 @@ pub mod batch_writer;
 pub mod gpu;
 pub mod memory_timeline;
 pub mod nsys;
+pub mod output;
 pub mod pickle;
 pub mod process;
 pub mod progress;

@@ -20,8 +20,31 @@ pub enum Format {
     Text,
     /// JSON with a `schema` field.
     Json,
+    /// One self-contained HTML page.
+    Html,
     /// Comma-separated values with a header row.
     Csv,
+}
+
+/// What a command says, in the [`Format`]s it has: every command's result is written
+/// through this one call, so the CLI opens, renders and flushes in one place.
+pub trait Render {
+    /// Writes `self` as `format`, text in `width` columns. A format this result has no
+    /// renderer for is an [`std::io::ErrorKind::Unsupported`] error ([`unsupported`]).
+    fn render(
+        &self,
+        format: Format,
+        width: u16,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<()>;
+}
+
+/// The error of a [`Render`] asked for a format it does not have.
+pub fn unsupported(what: &str, format: Format) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        format!("{what} has no {format:?} output"),
+    )
 }
 
 /// A CSV writer's error as the I/O error it wraps, when it does: the csv crate's own

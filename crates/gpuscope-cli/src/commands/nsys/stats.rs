@@ -3,13 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use gpuscope::analysis::nsys::{nsys_report, KernelNames};
 use gpuscope::formats::nsys::capture::export_argv;
-use gpuscope::formats::nsys::read_export;
-use gpuscope::render::nsys as render;
+use gpuscope::{nsys_report, read_export, KernelNames};
 
 use super::{locate, Nsys, NOT_FOUND};
-use crate::args::{NsysStatsArgs, ReportFormat};
+use crate::args::NsysStatsArgs;
 use crate::{output, Failure};
 
 pub fn run(a: NsysStatsArgs) -> Result<(), Failure> {
@@ -20,15 +18,7 @@ pub fn run(a: NsysStatsArgs) -> Result<(), Failure> {
     } else {
         KernelNames::Demangled
     };
-    let report = nsys_report(&export, names);
-    let mut out = output::open(a.output.as_deref())?;
-    match a.format {
-        ReportFormat::Text => render::text(&report, output::text_width(), &mut out)?,
-        ReportFormat::Json => render::json(&report, &mut out)?,
-        ReportFormat::Html => render::html::html(&report, &mut out)?,
-    }
-    out.flush()?;
-    Ok(())
+    output::emit(a.format, a.output.as_deref(), &nsys_report(&export, names))
 }
 
 fn is_report(path: &Path) -> bool {

@@ -21,3 +21,40 @@ pub mod report;
 pub mod scope;
 pub mod steps;
 pub mod temporal;
+
+use self::diff::{diff, TraceDiff};
+use self::ranks::{compare_ranks, RankComparison};
+use self::report::{report, RankReport};
+use self::scope::{scope, Clock};
+use crate::formats::trace::TraceFile;
+
+/// Everything `gpuscope trace` says of a set of traces: each rank's report and, for
+/// several ranks, how they compare.
+#[derive(Debug)]
+pub struct TraceAnalysis {
+    /// One report per trace, in the order given.
+    pub ranks: Vec<RankReport>,
+    /// The ranks side by side, when there are several.
+    pub comparison: Option<RankComparison>,
+    /// How event times were taken.
+    pub clock: Clock,
+}
+
+/// Analyses `traces` with times taken by `clock`, keeping the `top` entries of each list.
+pub fn analyze_traces(traces: &[TraceFile], clock: Clock, top: usize) -> TraceAnalysis {
+    let ranks = report(traces, clock, top);
+    let comparison = compare_ranks(&ranks);
+    TraceAnalysis {
+        ranks,
+        comparison,
+        clock,
+    }
+}
+
+/// What changed from trace `a` to trace `b`, times taken by `clock`.
+pub fn diff_traces(a: &TraceFile, b: &TraceFile, clock: Clock) -> TraceDiff {
+    diff(
+        (&a.trace, &scope(&a.trace, clock)),
+        (&b.trace, &scope(&b.trace, clock)),
+    )
+}

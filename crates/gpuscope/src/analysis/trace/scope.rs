@@ -27,6 +27,16 @@ pub enum Clock {
     HtaRounded,
 }
 
+impl Clock {
+    /// The name the JSON documents give this clock (`clock`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Clock::Exact => "exact",
+            Clock::HtaRounded => "hta-rounded",
+        }
+    }
+}
+
 /// The events the GPU analyses use.
 #[derive(Debug, Clone)]
 pub struct Scope {

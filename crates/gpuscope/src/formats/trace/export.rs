@@ -3,8 +3,7 @@
 //! `kernels` (GPU work) and `operators` (CPU operators), as CSV or Parquet. Times are
 //! whole nanoseconds on the trace's clock, so nothing is rounded.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -15,6 +14,7 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
 use crate::analysis::trace::kernel_type::KernelType;
+use crate::formats::output;
 use crate::formats::trace::TraceFile;
 use crate::model::trace::{Kind, NONE, NO_SHAPES};
 use crate::{Error, Result};
@@ -34,7 +34,7 @@ type TableOf = fn(&TraceFile) -> Table;
 /// Writes `kernels.<ext>` and `operators.<ext>` of `traces` into `dir` (created when
 /// missing); the files written.
 pub fn export(traces: &[TraceFile], format: TableFormat, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    output::create_dir(dir)?;
     let tables: [(&str, TableOf); 2] = [("kernels", kernels), ("operators", operators)];
     let mut written = Vec::new();
     for (name, table) in tables {
@@ -44,17 +44,14 @@ pub fn export(traces: &[TraceFile], format: TableFormat, dir: &Path) -> Result<V
             TableFormat::Parquet => "parquet",
         };
         let path = dir.join(format!("{name}.{extension}"));
-        let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let mut out = output::create(&path)?;
         match format {
-            TableFormat::Csv => {
-                let mut out = BufWriter::new(file);
-                write_csv(&rows, &mut out)
-                    .and_then(|()| out.flush())
-                    .map_err(|e| Error::io(&path, e))?;
-            }
-            TableFormat::Parquet => write_parquet(&rows, file)
-                .map_err(|e| Error::bad_input(&path, format!("cannot write Parquet: {e}")))?,
+            TableFormat::Csv => write_csv(&rows, &mut out).and_then(|()| out.flush()),
+            TableFormat::Parquet => write_parquet(&rows, &mut out)
+                .map_err(io::Error::other)
+                .and_then(|()| out.flush()),
         }
+        .map_err(|e| Error::output(&path, e))?;
         written.push(path);
     }
     Ok(written)
@@ -171,7 +168,10 @@ pub fn write_csv(tables: &[Table], out: &mut dyn Write) -> io::Result<()> {
 
 /// Writes the tables (one per trace, same columns) as one Parquet file, a row group each,
 /// Snappy-compressed.
-pub fn write_parquet(tables: &[Table], file: File) -> Result<(), parquet::errors::ParquetError> {
+pub fn write_parquet(
+    tables: &[Table],
+    out: impl Write + Send,
+) -> Result<(), parquet::errors::ParquetError> {
     let Some(first) = tables.first() else {
         return Ok(());
     };
@@ -192,7 +192,7 @@ pub fn write_parquet(tables: &[Table], file: File) -> Result<(), parquet::errors
             .set_compression(Compression::SNAPPY)
             .build(),
     );
-    let mut writer = SerializedFileWriter::new(file, schema, props)?;
+    let mut writer = SerializedFileWriter::new(out, schema, props)?;
     for table in tables {
         let mut group = writer.next_row_group()?;
         for (_, values) in &table.columns {

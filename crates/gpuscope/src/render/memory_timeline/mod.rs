@@ -14,6 +14,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::analysis::memory_timeline::CategoryTimeline;
+use crate::render::{unsupported, Format, Render};
 
 /// JSON schema name and version of [`json`]'s output.
 pub const SCHEMA: &str = "gpuscope.memory-timeline/1";
@@ -39,4 +40,23 @@ pub fn json(path: &Path, t: &CategoryTimeline, out: &mut dyn Write) -> io::Resul
     };
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
     writeln!(out)
+}
+
+/// A memory timeline by category with the path it was read from.
+pub struct Timeline<'a> {
+    /// The exported file.
+    pub path: &'a Path,
+    /// Its events by category.
+    pub timeline: &'a CategoryTimeline,
+}
+
+impl Render for Timeline<'_> {
+    fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
+        match format {
+            Format::Text => text(self.path, self.timeline, width, out),
+            Format::Json => json(self.path, self.timeline, out),
+            Format::Html => html(self.path, self.timeline, out),
+            Format::Csv => Err(unsupported("a memory timeline", format)),
+        }
+    }
 }

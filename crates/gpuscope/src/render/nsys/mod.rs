@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::analysis::nsys::{DeviceUsage, DurationStats, NsysReport, SizeStats};
 use crate::render::{bytes, clip};
+use crate::render::{unsupported, Format, Render};
 
 /// JSON schema name and version of [`json`]'s output.
 pub const SCHEMA: &str = "gpuscope.nsys/1";
@@ -335,6 +336,17 @@ pub fn json(r: &NsysReport, out: &mut dyn Write) -> io::Result<()> {
     };
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
     writeln!(out)
+}
+
+impl Render for NsysReport {
+    fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
+        match format {
+            Format::Text => text(self, width, out),
+            Format::Json => json(self, out),
+            Format::Html => html::html(self, out),
+            Format::Csv => Err(unsupported("an Nsight Systems report", format)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::analysis::report::compare::Comparison;
 use crate::analysis::report::spread::RankSpread;
 use crate::analysis::report::{Report, RunReport};
+use crate::render::{unsupported, Format, Render};
 
 pub use html::html;
 pub use text::text;
@@ -29,6 +30,17 @@ struct JsonDoc<'a> {
     rank_spread: &'a [RankSpread],
     #[serde(skip_serializing_if = "Option::is_none")]
     comparison: Option<&'a Comparison>,
+}
+
+impl Render for Report {
+    fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
+        match format {
+            Format::Text => text(self, width, out),
+            Format::Json => json(self, out),
+            Format::Html => html(self, out),
+            Format::Csv => Err(unsupported("a report", format)),
+        }
+    }
 }
 
 /// The `gpuscope.report/1` JSON document.

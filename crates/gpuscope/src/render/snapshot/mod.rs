@@ -15,6 +15,7 @@ use crate::analysis::snapshot::never_freed::NeverFreed;
 use crate::analysis::snapshot::sites::SiteBytes;
 use crate::analysis::snapshot::SnapshotReport;
 use crate::render::{bytes, signed_bytes};
+use crate::render::{unsupported, Format, Render};
 
 /// JSON schema name and version of [`diff_json`]'s output.
 pub const DIFF_SCHEMA: &str = "gpuscope.snapshot-diff/1";
@@ -86,4 +87,36 @@ pub(crate) fn diff_sums(d: &SnapshotDiff) -> Vec<Vec<String>> {
         vec![what.to_owned(), fx, fy, fd]
     })
     .collect()
+}
+
+impl Render for SnapshotReport {
+    fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
+        match format {
+            Format::Text => text(self, width, out),
+            Format::Json => json(self, out),
+            Format::Html => html::html(self, out),
+            Format::Csv => Err(unsupported("a snapshot report", format)),
+        }
+    }
+}
+
+/// Two snapshots compared ([`crate::analysis::snapshot::diff::diff`]), with their paths.
+pub struct Diff<'a> {
+    /// The first snapshot (the baseline).
+    pub a: &'a Path,
+    /// The second snapshot.
+    pub b: &'a Path,
+    /// What changed from `a` to `b`.
+    pub diff: &'a SnapshotDiff,
+}
+
+impl Render for Diff<'_> {
+    fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
+        match format {
+            Format::Text => diff_text(self.a, self.b, self.diff, width, out),
+            Format::Json => diff_json(self.a, self.b, self.diff, out),
+            Format::Html => html::diff_html(self.a, self.b, self.diff, out),
+            Format::Csv => Err(unsupported("a snapshot comparison", format)),
+        }
+    }
 }

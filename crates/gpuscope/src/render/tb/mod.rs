@@ -14,6 +14,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::model::tensorboard::{FileSummary, LogData, Series};
+use crate::render::{unsupported, Format, Render};
 
 /// JSON schema name and version of [`json`]'s output.
 pub const SCHEMA: &str = "gpuscope.tb/1";
@@ -181,4 +182,27 @@ pub fn json(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
     };
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
     writeln!(out)
+}
+
+/// Event files read for `gpuscope tb`, with what to show of them.
+pub struct Listing<'a> {
+    /// What was read.
+    pub data: &'a LogData,
+    /// The text shows the points of the series kept (tags were chosen), else a table of
+    /// tags.
+    pub view: TextView,
+    /// CSV has a row per tag (`--tags`), else a row per point.
+    pub tags_only: bool,
+}
+
+impl Render for Listing<'_> {
+    fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
+        match format {
+            Format::Text => text(self.data, self.view, width, out),
+            Format::Json => json(self.data, out),
+            Format::Csv if self.tags_only => tags_csv(self.data, out),
+            Format::Csv => csv(self.data, out),
+            Format::Html => Err(unsupported("an event-file listing", format)),
+        }
+    }
 }

@@ -14,7 +14,9 @@ use serde::Serialize;
 use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
+use crate::analysis::trace::TraceAnalysis;
 use crate::model::trace::NONE;
+use crate::render::{unsupported, Format, Render};
 
 /// JSON schema name and version of [`json`]'s output.
 pub const SCHEMA: &str = "gpuscope.trace/1";
@@ -33,30 +35,57 @@ pub struct JsonDoc<'a> {
     rank_comparison: Option<&'a RankComparison>,
 }
 
-/// The document of `ranks`; `clock` says how times were taken (`exact`, `hta-rounded`).
-pub fn document<'a>(
-    ranks: &'a [RankReport],
-    comparison: Option<&'a RankComparison>,
-    clock: &'static str,
-) -> JsonDoc<'a> {
+/// The document of an analysis.
+pub fn document(analysis: &TraceAnalysis) -> JsonDoc<'_> {
     JsonDoc {
         schema: SCHEMA,
-        clock,
-        ranks,
-        rank_comparison: comparison,
+        clock: analysis.clock.name(),
+        ranks: &analysis.ranks,
+        rank_comparison: analysis.comparison.as_ref(),
     }
 }
 
 /// The `gpuscope.trace/1` document as pretty JSON.
-pub fn json(
-    ranks: &[RankReport],
-    comparison: Option<&RankComparison>,
-    clock: &'static str,
-    out: &mut dyn Write,
-) -> io::Result<()> {
-    let doc = document(ranks, comparison, clock);
-    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
+pub fn json(analysis: &TraceAnalysis, out: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &document(analysis)).map_err(io::Error::from)?;
     writeln!(out)
+}
+
+impl Render for TraceAnalysis {
+    fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
+        match format {
+            Format::Text => {
+                text(&self.ranks, width, out)?;
+                match &self.comparison {
+                    Some(c) => ranks_text(c, width, out),
+                    None => Ok(()),
+                }
+            }
+            Format::Json => json(self, out),
+            Format::Html => html::html(&self.ranks, self.comparison.as_ref(), out),
+            Format::Csv => Err(unsupported("a trace report", format)),
+        }
+    }
+}
+
+/// Two traces compared ([`crate::analysis::trace::diff_traces`]), with their paths.
+pub struct Diff<'a> {
+    /// The first trace (the baseline).
+    pub a: &'a Path,
+    /// The second trace.
+    pub b: &'a Path,
+    /// What changed from `a` to `b`.
+    pub diff: &'a TraceDiff,
+}
+
+impl Render for Diff<'_> {
+    fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
+        match format {
+            Format::Text => diff_text(self.a, self.b, self.diff, width, out),
+            Format::Json => diff_json(self.a, self.b, self.diff, out),
+            Format::Html | Format::Csv => Err(unsupported("a trace comparison", format)),
+        }
+    }
 }
 
 /// The `gpuscope.trace-diff/1` document: how trace `b` differs from trace `a`.
