@@ -1,6 +1,6 @@
-"""``gpuscope.ProfilingConfig``, ``gpuscope.profile``, ``gpuscope.nvtx`` and
-``gpuscope.capture`` (issue #7): seed 004's ``profiling:`` section and seed 003's NVTX ranges
-and capture range, checked on real torch training loops on the CPU.
+"""``gpuscope.ProfilingConfig`` and ``gpuscope.profile`` (issue #7): a training config's
+``profiling:`` section, as the profiling guide in ``../shared`` writes it, checked on real
+torch training loops on the CPU. (``gpuscope.nvtx`` and ``gpuscope.capture``: test_nvtx.py.)
 
 What a schedule should write is not taken from gpuscope: torch's own
 ``torch.profiler.schedule`` is asked for the action of every step, and the traces it implies
@@ -8,8 +8,7 @@ are worked out from the transition table of ``torch.profiler.profile`` (see
 ``expected_cycles``). The traces gpuscope wrote are then opened with ``gzip`` and ``json``
 here and their ``ProfilerStep#N`` events compared with that; the printed summary and the
 engine's analysis are compared with the trace itself. The defaults and the command-line
-spelling are read from seed 004's text. The NVTX checks run in the real situations the issue
-names: torch on a CPU machine, no ``nvtx`` package, and no torch at all (in subprocesses).
+spelling are read from the profiling guide's text.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import sys
 import textwrap
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -954,195 +952,3 @@ def test_gpuscope_trace_reads_the_ranks(ddp_run: dict[str, Any]) -> None:
     got = sorted((r["rank"], Path(r["path"]).name) for r in doc["ranks"])
     files = trace_files(ddp_run["run_dir"])
     assert got == sorted((int(p.name.split(".")[0].removeprefix("rank")), p.name) for p in files)
-
-
-# --------------------------------------------------------------------------- NVTX
-
-
-@pytest.fixture
-def nvtx_chosen_again() -> Iterator[None]:
-    """The NVTX backend (chosen once per process) chosen again in the test and after it."""
-    gpuscope.nvtx._backend.cache_clear()
-    yield
-    gpuscope.nvtx._backend.cache_clear()
-
-
-def test_nvtx_backend_without_cuda(
-    monkeypatch: pytest.MonkeyPatch, nvtx_chosen_again: None
-) -> None:
-    """torch imported, CUDA ruled out by ``GPUSCOPE_NO_GPU``, the ``nvtx`` package installed:
-    ranges go through the package."""
-    pytest.importorskip("nvtx")
-    monkeypatch.setenv("GPUSCOPE_NO_GPU", "1")
-    assert gpuscope.nvtx.backend() == "nvtx"
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_nvtx_backend_with_cuda(monkeypatch: pytest.MonkeyPatch, nvtx_chosen_again: None) -> None:
-    """With CUDA, ranges go through torch.cuda.nvtx; ``GPUSCOPE_NO_GPU=nvml`` rules out
-    NVML alone, not CUDA."""
-    for value in (None, "0", "nvml"):
-        if value is None:
-            monkeypatch.delenv("GPUSCOPE_NO_GPU", raising=False)
-        else:
-            monkeypatch.setenv("GPUSCOPE_NO_GPU", value)
-        gpuscope.nvtx._backend.cache_clear()
-        assert gpuscope.nvtx.backend() == "torch.cuda.nvtx", value
-
-
-def test_nvtx_calls_run_and_pass_values_through() -> None:
-    with gpuscope.nvtx.range("forward") as r:
-        assert r is not None
-        with gpuscope.nvtx.range("inner", color="green", domain="gpuscope-tests"):
-            gpuscope.nvtx.mark("inside", color="blue", domain="gpuscope-tests")
-    gpuscope.nvtx.mark("after")
-
-    @gpuscope.nvtx.range("matmul", color="blue")
-    def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return a @ b
-
-    a, b = torch.eye(3), torch.arange(9.0).reshape(3, 3)
-    assert torch.equal(matmul(a, b), b)
-    assert torch.equal(matmul(b, a), b)  # the same range object used twice
-    assert matmul.__name__ == "matmul"
-
-    with gpuscope.capture():
-        x = torch.ones(2) * 3
-
-    @gpuscope.capture()
-    def loop(n: int) -> int:
-        return n + 1
-
-    assert loop(41) == 42
-    assert float(x.sum()) == 6.0
-
-
-def test_exception_in_a_range_propagates_unchanged() -> None:
-    error = KeyError("boom")
-    with (
-        pytest.raises(KeyError) as excinfo,
-        gpuscope.nvtx.range("failing", domain="gpuscope-tests"),
-    ):
-        raise error
-    assert excinfo.value is error
-
-    @gpuscope.nvtx.range("failing-fn")
-    def fail() -> None:
-        raise ZeroDivisionError("inside")
-
-    with pytest.raises(ZeroDivisionError, match="inside"):
-        fail()
-    with pytest.raises(ValueError, match="captured"), gpuscope.capture():
-        raise ValueError("captured")
-    # The ranges were popped: the next ones work as before.
-    with gpuscope.nvtx.range("after-failure"), gpuscope.nvtx.range("nested"):
-        gpuscope.nvtx.mark("fine")
-
-
-NVTX_CALLS = textwrap.dedent(
-    """
-    import gpuscope
-
-    with gpuscope.nvtx.range("outer", color="green"):
-        gpuscope.nvtx.mark("m", color="red")
-        with gpuscope.nvtx.range("inner", domain="d"):
-            pass
-
-    @gpuscope.nvtx.range("fn")
-    def fn(a, b=2):
-        return a * b
-
-    @gpuscope.capture()
-    def captured():
-        return "kept"
-
-    with gpuscope.capture():
-        pass
-    error = RuntimeError("propagates")
-    try:
-        with gpuscope.nvtx.range("bad"):
-            raise error
-    except RuntimeError as e:
-        propagated = e is error
-    else:
-        propagated = False
-    with gpuscope.nvtx.range("after"):
-        pass
-    result = {
-        "backend": gpuscope.nvtx.backend(),
-        "fn": fn(21),
-        "captured": captured(),
-        "propagated": propagated,
-    }
-    """
-)
-
-NVTX_WITHOUT_PACKAGE = (
-    textwrap.dedent(
-        """
-        import json, sys
-        sys.modules["nvtx"] = None  # import nvtx raises ImportError from here on
-        import torch  # present; CUDA, if any, ruled out by GPUSCOPE_NO_GPU
-        """
-    )
-    + NVTX_CALLS
-    + textwrap.dedent(
-        """
-        try:
-            import nvtx
-            blocked = False
-        except ImportError:
-            blocked = True
-        result["blocked"] = blocked
-        print(json.dumps(result))
-        """
-    )
-)
-
-NVTX_WITHOUT_TORCH = (
-    "import json, sys\n"
-    + NVTX_CALLS
-    + textwrap.dedent(
-        """
-        result["torch_imported"] = "torch" in sys.modules
-        import importlib.util
-        result["torch_importable"] = importlib.util.find_spec("torch") is not None
-        print(json.dumps(result))
-        """
-    )
-)
-
-
-def run_python(code: str, **env: str) -> dict[str, Any]:
-    out = run([sys.executable, "-c", code], timeout=120, env={**SUBPROCESS_ENV, **env})
-    assert out.returncode == 0, out.stderr[-3000:]
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
-def test_nvtx_is_a_no_op_without_a_backend() -> None:
-    """No ``nvtx`` package and no CUDA (``GPUSCOPE_NO_GPU`` rules it out on a GPU machine):
-    ``backend()`` is None and every call does nothing but still runs the code it wraps."""
-    result = run_python(NVTX_WITHOUT_PACKAGE, GPUSCOPE_NO_GPU="1")
-    assert result == {
-        "backend": None,
-        "fn": 42,
-        "captured": "kept",
-        "propagated": True,
-        "blocked": True,
-    }
-
-
-def test_nvtx_needs_no_torch() -> None:
-    """Seed 003 annotates a JAX program: ranges, marks and the capture range work without
-    torch, through the ``nvtx`` package, and never import torch (which is installed)."""
-    pytest.importorskip("nvtx")
-    result = run_python(NVTX_WITHOUT_TORCH)
-    assert result == {
-        "backend": "nvtx",
-        "fn": 42,
-        "captured": "kept",
-        "propagated": True,
-        "torch_imported": False,
-        "torch_importable": True,
-    }
