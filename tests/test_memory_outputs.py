@@ -18,7 +18,7 @@ from typing import Any
 import gpuscope
 import pytest
 import torch
-from _helpers import SHARED_DATA, accumulator, f32
+from _helpers import SHARED_DATA, accumulator, f32, shared_data_absent
 from _memory_helpers import (
     CATEGORY_KEYS,
     MB,
@@ -304,7 +304,7 @@ def seed_regex_values(text: str) -> list[dict[str, str]]:
 def test_line_grammar_reads_the_seed_reference_log() -> None:
     """The grammar used on our log is first shown to accept the seed's own log."""
     if not SEED_LOG.is_file():
-        pytest.skip(f"shared data absent: {SEED_LOG}")
+        shared_data_absent(SEED_LOG)
     import json
 
     reference = json.loads((SEED_LOG.parent / "reference.json").read_text())[SEED_LOG.name]

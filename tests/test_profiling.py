@@ -32,12 +32,10 @@ import gpuscope
 import pytest
 import torch
 import yaml  # type: ignore[import-untyped]
-from _helpers import REPO_ROOT, gpuscope_cli, run
+from _helpers import PROFILING_GUIDES, REPO_ROOT, gpuscope_cli, run, shared_data_absent
 from gpuscope import _native
 from torch import nn
 from torch.profiler import ProfilerAction
-
-SEED_004 = sorted((REPO_ROOT.parent / "shared" / "seeds").glob("004_*.txt"))
 
 # `[rank<R>.]<ms since the epoch>.pt.trace.json.gz` (DESIGN / docs/run-dir.md); a single
 # process has no rank part.
@@ -685,15 +683,16 @@ def test_invalid_configs_are_refused_clearly(
             gpuscope.ProfilingConfig.from_yaml(bad_yaml(tmp_path, value))
 
 
-def seed_004_text() -> str:
-    if not SEED_004:
-        pytest.skip("seed 004 absent (expected at <repo>/../shared/seeds/004_*.txt)")
-    return SEED_004[0].read_text(encoding="utf-8")
+def profiling_guide_text() -> str:
+    """The profiling guide's text (``../shared``, beside the data)."""
+    if not PROFILING_GUIDES:
+        shared_data_absent(REPO_ROOT.parent / "shared" / "seeds" / "004_*.txt")
+    return PROFILING_GUIDES[0].read_text(encoding="utf-8")
 
 
 def test_defaults_are_seed_004s_values() -> None:
     """The defaults are the values of seed 004's YAML examples, read from the seed."""
-    text = seed_004_text()
+    text = profiling_guide_text()
     sections = [
         doc["profiling"]
         for block in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
@@ -721,7 +720,7 @@ def test_defaults_are_seed_004s_values() -> None:
 
 def test_seed_004_command_line_is_understood() -> None:
     """Seed 004's "Option 3" command line, taken from the seed, gives its YAML's config."""
-    text = seed_004_text()
+    text = profiling_guide_text()
     blocks = [b for b in re.findall(r"```bash\n(.*?)```", text, re.DOTALL) if "--profiling." in b]
     assert blocks
     argv = shlex.split(blocks[0].replace("\\\n", " "))
