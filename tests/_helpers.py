@@ -24,7 +24,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 TFEVENTS_DATA = SHARED_DATA / "tfevents"
 # The profiling guide whose `profiling:` section and command line test_profiling.py reads
-# (../shared/seeds/004_*.txt, beside the data).
+# (../shared/<guides>/004_*.txt, beside the data; the directory's name is the shared
+# layout's, not ours).
 PROFILING_GUIDES = sorted((REPO_ROOT.parent / "shared" / "seeds").glob("004_*.txt"))
 
 

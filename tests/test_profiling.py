@@ -46,7 +46,7 @@ Schedule = tuple[int, int, int, int]  # wait, warmup, active, repeat
 
 # (wait, warmup, active, repeat) and the number of prof.step() calls of the loop.
 SCHEDULES: list[tuple[Schedule, int, str]] = [
-    ((1, 1, 3, 1), 8, "seed-defaults"),
+    ((1, 1, 3, 1), 8, "guide-defaults"),
     ((0, 0, 1, 3), 5, "no-wait-no-warmup-3-cycles"),
     ((2, 1, 2, 2), 12, "two-cycles"),
     ((0, 1, 1, 0), 7, "repeat-forever-ends-in-active"),
@@ -321,7 +321,7 @@ def test_engine_analysis_of_each_trace(profiled: Profiled) -> None:
 
 
 def test_gpuscope_trace_reads_the_written_directory(profiled: Profiled) -> None:
-    """Seed parity ("Viewing the Results"): ``gpuscope trace <run>/profiler_traces`` reads
+    """Parity with the profiling guide ("Viewing the Results"): ``gpuscope trace <run>/profiler_traces`` reads
     what the session wrote. Several traces of one process are listed one per file."""
     out = gpuscope_cli("trace", profiled.run_dir / "profiler_traces", "--format", "json")
     assert out.returncode == 0, out.stderr
@@ -370,7 +370,7 @@ def test_options_reach_torch(
 ) -> None:
     """Each option, on alone, shows in the trace as torch writes it (and the other two do
     not): ``Input Dims`` on operators, ``[memory]`` instant events, Python function events
-    or call stacks. ``with_stack`` warns about its overhead (seed 004, Troubleshooting)."""
+    or call stacks. ``with_stack`` warns about its overhead (the profiling guide, Troubleshooting)."""
     config = gpuscope.ProfilingConfig(
         wait=0,
         warmup=1,
@@ -501,7 +501,7 @@ def test_a_session_inside_torch_profiler_is_refused(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- config
 
 
-SEED_LIKE_YAML = """\
+GUIDE_YAML = """\
 latent_dims: 256
 training:
   epochs: 10
@@ -516,7 +516,7 @@ profiling:
   with_stack: true
 """
 
-SEED_LIKE_ARGS = [
+GUIDE_ARGS = [
     "my_profiling_run",
     "--training.epochs",
     "10",
@@ -543,9 +543,9 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_yaml_args_and_dict_agree(tmp_path: Path) -> None:
-    cfg_yaml = gpuscope.ProfilingConfig.from_yaml(write(tmp_path / "run.yaml", SEED_LIKE_YAML))
-    cfg_args = gpuscope.ProfilingConfig.from_args(SEED_LIKE_ARGS)
-    cfg_dict = gpuscope.ProfilingConfig.from_dict(yaml.safe_load(SEED_LIKE_YAML)["profiling"])
+    cfg_yaml = gpuscope.ProfilingConfig.from_yaml(write(tmp_path / "run.yaml", GUIDE_YAML))
+    cfg_args = gpuscope.ProfilingConfig.from_args(GUIDE_ARGS)
+    cfg_dict = gpuscope.ProfilingConfig.from_dict(yaml.safe_load(GUIDE_YAML)["profiling"])
     assert cfg_yaml == cfg_args == cfg_dict
     got = (
         cfg_yaml.wait,
@@ -578,7 +578,7 @@ def test_equals_form_and_bool_spellings() -> None:
 
 
 def test_overrides_win_over_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path / "run.yaml", SEED_LIKE_YAML)
+    path = write(tmp_path / "run.yaml", GUIDE_YAML)
     cfg = gpuscope.ProfilingConfig.from_yaml(
         path, overrides=["--profiling.active", "2", "--profiling.with_stack=False", "--other", "x"]
     )
@@ -609,8 +609,8 @@ def test_yaml_without_section_is_disabled_and_profiles_nothing(tmp_path: Path) -
     assert out.getvalue() == ""
 
 
-def test_seed_example_workflow_enables_with_one_switch(tmp_path: Path) -> None:
-    """Seed 004's "Example Workflow": ``--training.epochs 10 --profiling.active 2`` over a
+def test_guide_example_workflow_enables_with_one_switch(tmp_path: Path) -> None:
+    """The profiling guide's "Example Workflow": ``--training.epochs 10 --profiling.active 2`` over a
     config without the section profiles with the defaults and active 2."""
     path = write(tmp_path / "run.yaml", "training:\n  epochs: 3\n")
     argv = ["profile_test", "--training.epochs", "10", "--profiling.active", "2"]
@@ -631,7 +631,7 @@ def test_enabled_false_disables(tmp_path: Path) -> None:
         ["--profiling.active", "2", "--profiling.enabled", "False"]
     )
     assert cfg.enabled is False and cfg.active == 2
-    path = write(tmp_path / "run.yaml", SEED_LIKE_YAML)
+    path = write(tmp_path / "run.yaml", GUIDE_YAML)
     from_file = gpuscope.ProfilingConfig.from_yaml(path, overrides=["--profiling.enabled=false"])
     assert from_file.enabled is False
 
@@ -686,19 +686,19 @@ def test_invalid_configs_are_refused_clearly(
 def profiling_guide_text() -> str:
     """The profiling guide's text (``../shared``, beside the data)."""
     if not PROFILING_GUIDES:
-        shared_data_absent(REPO_ROOT.parent / "shared" / "seeds" / "004_*.txt")
+        shared_data_absent(REPO_ROOT.parent / "shared" / "<guides>" / "004_*.txt")
     return PROFILING_GUIDES[0].read_text(encoding="utf-8")
 
 
-def test_defaults_are_seed_004s_values() -> None:
-    """The defaults are the values of seed 004's YAML examples, read from the seed."""
+def test_defaults_are_the_profiling_guides_values() -> None:
+    """The defaults are the values of the profiling guide's YAML examples, read from it."""
     text = profiling_guide_text()
     sections = [
         doc["profiling"]
         for block in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
         if isinstance(doc := yaml.safe_load(block), dict) and "profiling" in doc
     ]
-    assert len(sections) >= 2, "both YAML examples of the seed have the section"
+    assert len(sections) >= 2, "both YAML examples of the guide have the section"
     defaults = gpuscope.ProfilingConfig()
     for section in sections:
         assert set(section) == {
@@ -718,8 +718,8 @@ def test_defaults_are_seed_004s_values() -> None:
     assert defaults.with_stack is False
 
 
-def test_seed_004_command_line_is_understood() -> None:
-    """Seed 004's "Option 3" command line, taken from the seed, gives its YAML's config."""
+def test_profiling_guide_command_line_is_understood() -> None:
+    """The profiling guide's "Option 3" command line, taken from it, gives its YAML's config."""
     text = profiling_guide_text()
     blocks = [b for b in re.findall(r"```bash\n(.*?)```", text, re.DOTALL) if "--profiling." in b]
     assert blocks
