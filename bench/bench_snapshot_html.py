@@ -39,7 +39,7 @@ from _chromium import run_chromium  # the tests' Chromium invocation, reused
 
 def largest_snapshot() -> Path:
     """The largest snapshot that ``../shared/data/snapshots/reference.json`` lists."""
-    names = json.loads((SNAPSHOTS / "reference.json").read_text())
+    names: list[str] = json.loads((SNAPSHOTS / "reference.json").read_text())
     return max((SNAPSHOTS / n for n in names), key=lambda p: p.stat().st_size)
 
 
