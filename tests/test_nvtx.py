@@ -231,7 +231,7 @@ def test_nvtx_is_a_no_op_without_a_backend() -> None:
 
 
 def test_nvtx_needs_no_torch() -> None:
-    """A JAX program (as NVIDIA's profiling guide annotates one): ranges, marks and the
+    """A JAX program (as a profiling guide annotates one with NVTX): ranges, marks and the
     capture range work without torch, through the real ``nvtx`` package, and never import
     torch (which is installed)."""
     result = run_python(NVTX_WITHOUT_TORCH)
