@@ -65,13 +65,25 @@ demo: build ## train a tiny model on CPU twice (clean under gpuscope run, leakin
 	@echo "A real Nsight Systems 2026.1 export (nsys export --type sqlite), summarised as nsys stats does:"
 	$(VENV)/bin/gpuscope nsys stats $(SHARED)/nsys/cuda_add_rtx4060ti_nsys2026.sqlite
 
-test: build test-rs test-py lint test-install ## set everything up and run every test and check
+test: shared-data build test-rs test-py lint check-fuzz test-install ## set everything up and run every test and check
 
-test-rs: ## Rust unit and integration tests
+shared-data: ## stop with one message when the shared real-GPU artifacts are not at ../shared/data
+	@test -d $(SHARED) || { echo "make: the shared real-GPU artifacts are missing: $(SHARED) (expected beside the repository; the tests read them)" >&2; exit 1; }
+
+test-rs: shared-data ## Rust unit and integration tests
 	cargo test --workspace --exclude gpuscope-py
 
-test-py: build chromium ## Python tests (pytest)
-	$(PY) -m pytest -q tests
+# GPUSCOPE_REQUIRE_SHARED=1: a test that needs a missing shared file fails instead of
+# skipping (tests/_helpers.py); a plain `pytest` outside make and CI still skips it.
+test-py: shared-data build chromium ## Python tests (pytest)
+	GPUSCOPE_REQUIRE_SHARED=1 $(PY) -m pytest -q tests
+
+# The fuzz target is its own workspace (cargo fuzz builds it with sanitizer flags), so
+# `cargo test` and clippy never compile it: type-check it here on stable, without
+# libFuzzer's C++ (--no-default-features), pinned to the workspace's Cargo.lock.
+check-fuzz: ## type-check the pickle reader's fuzz target, so that an engine API change fails here
+	cp Cargo.lock crates/gpuscope/fuzz/Cargo.lock
+	cargo check --manifest-path crates/gpuscope/fuzz/Cargo.toml --no-default-features --target-dir target/fuzz-check
 
 chromium: ## Debian's chromium, for the HTML report test (apt-get, once)
 	bash scripts/install-chromium.sh
@@ -98,4 +110,4 @@ clean: ## remove build outputs and the demo run (keeps .venv)
 	cargo clean
 	rm -rf $(DEMO_DIR)
 
-.PHONY: help setup build demo test test-rs test-py chromium test-install lint fmt bench clean
+.PHONY: help setup build demo test shared-data test-rs test-py check-fuzz chromium test-install lint fmt bench clean

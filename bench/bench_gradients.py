@@ -9,7 +9,7 @@ CPU, for models of 100, 1,000 and 5,000 small parameter tensors and one of 8 lar
 
 Run without ``--side`` (the runner). Every (model, side) pair is one child process
 (``python bench_gradients.py --side S --model M``), for its own peak RSS; all children
-run ``--repeat`` times, interleaved. Each child builds the same model (seeded), fills the
+run ``--repeat`` times, interleaved. Each child builds the same model (same random initialisation), fills the
 gradients with a **real backward** (``loss = mse + reg`` over every block's output), checks
 its answer, then times calls for ``--budget`` seconds (at least ``--min-calls``) and
 prints the median µs per call. Torch runs on one thread in every child.
@@ -19,7 +19,7 @@ Sides (what is timed per call):
 - gradient norms: ``scope.record_gradients(it)`` on a recorded iteration (``every=1``:
   global, per-group and per-module norms, zero share); ``scope.record_gradients(it,
   clip_max_norm=1.0)`` on an iteration that is not recorded (the global norm alone, for the
-  clipping count); the seed-style loop ``{n: p.grad.norm().item() ...}`` plus the global
+  clipping count); the usual per-parameter loop ``{n: p.grad.norm().item() ...}`` plus the global
   norm from those; ``float(torch.nn.utils.get_total_norm(grads))``;
   ``float(clip_grad_norm_(params, max_norm=1e9))`` (it also multiplies every gradient by
   the clamped factor, 1.0 here, as it does in training).
@@ -30,7 +30,7 @@ Sides (what is timed per call):
   ``record_gradients(it)`` (full measurement plus the weight copy) and, after an untimed
   ``optimizer.step()``, ``scope._gradients.after_step()`` -- the part of ``step()`` that
   measures the ratio, called directly because ``step()`` would also take a memory record
-  on a recorded iteration. The rival: the seed-style gradient-norm loop, a ``clone()`` of
+  on a recorded iteration. The rival: the usual per-parameter gradient-norm loop, a ``clone()`` of
   every parameter, and after the step ``(p - before).norm().item()`` and
   ``before.norm().item()`` per parameter, with the global ratio from those.
 - baseline: the model and one backward, nothing timed (peak RSS floor).

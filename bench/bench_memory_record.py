@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Cost of a memory record: gpuscope.MemoryProfiler vs seed 002's gc.get_objects() walk.
+"""Cost of a memory record: gpuscope.MemoryProfiler vs memory_profiler.py's gc.get_objects() walk.
 
 Run without ``--side`` (the runner). Everything is measured in child processes
 (``python bench_memory_record.py --side ...``), each of which first builds the same
@@ -7,19 +7,19 @@ workload: a heap of many small Python objects and a model with >= 1000 parameter
 trained with Adam on CPU for a few iterations so that gradients and optimizer state exist.
 
 1. ``--side records`` (one child): the cost of one record, repeated many times --
-   (a) the seed's walk, (b) ``MemoryProfiler.record()`` with nothing changed since the last
+   (a) the gc walk, (b) ``MemoryProfiler.record()`` with nothing changed since the last
    record (the census cache), (c) ``record()`` right after a densification-style change
    (a parameter replaced by a bigger one, its Adam state rebuilt), (d) ``scan="gc"``.
    After every densification the record's categories are checked against sums taken
    independently from the model and the optimizer (is the census stale?).
 2. ``--side interleaved`` (one child): a CPU training loop with no profiling, with
-   ``MemoryProfiler(every=N).step()``, and with the seed's walk every N iterations, all
+   ``MemoryProfiler(every=N).step()``, and with the gc walk every N iterations, all
    three in one process, interleaved in blocks of N iterations -- wall and CPU time,
    time inside the hook.
-3. ``--side rss-none|rss-gpuscope|rss-seed`` (a few children per variant): each variant
+3. ``--side rss-none|rss-gpuscope|rss-walk`` (a few children per variant): each variant
    alone for a short loop, for its peak RSS.
 
-The seed's walk tests ``obj.is_cuda``; on CPU that is False for every tensor and the walk
+The gc walk tests ``obj.is_cuda``; on CPU that is False for every tensor and the walk
 counts nothing, which would make it look cheaper than it is. Here it tests
 ``obj.device == device`` (the model's device) instead, so it visits and counts the same
 tensors it would on a GPU. Its fragmentation figure needs CUDA and is 0 without it.
@@ -55,14 +55,14 @@ MB = 1 << 20
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-# -- the rival: seed 002's log_tensor_memory_breakdown ----------------------------------
+# -- the rival: memory_profiler.py's log_tensor_memory_breakdown -------------------------
 
 
-def seed_walk(writer: Any, iteration: int, device: Any, interval: int = 500) -> dict[str, Any]:
-    """Seed 002's ``log_tensor_memory_breakdown``, line for line, with two changes:
+def gc_walk(writer: Any, iteration: int, device: Any, interval: int = 500) -> dict[str, Any]:
+    """memory_profiler.py's ``log_tensor_memory_breakdown``, line for line, with two changes:
     ``obj.is_cuda`` became ``obj.device == device`` (see the module docstring), and the
     fragmentation figure is guarded because ``torch.cuda`` has no allocator here.
-    It returns what it logged (the seed returns nothing) so that the runner can show it."""
+    It returns what it logged (the original returns nothing) so that the runner can show it."""
     import torch
 
     if iteration % interval != 0:
@@ -82,7 +82,7 @@ def seed_walk(writer: Any, iteration: int, device: Any, interval: int = 500) -> 
 
     for obj in gc.get_objects():
         try:
-            if torch.is_tensor(obj) and obj.device == device:  # seed: obj.is_cuda
+            if torch.is_tensor(obj) and obj.device == device:  # original: obj.is_cuda
                 size_mb = obj.element_size() * obj.nelement() / (1024**2)
 
                 # Categorize
@@ -105,7 +105,7 @@ def seed_walk(writer: Any, iteration: int, device: Any, interval: int = 500) -> 
                     large_tensors.append(
                         {"size_mb": size_mb, "shape": tuple(obj.shape), "dtype": dtype_name}
                     )
-        except:  # noqa: E722, S110 -- the seed's bare except, kept
+        except:  # noqa: E722, S110 -- the original's bare except, kept
             pass
 
     # Log to TensorBoard
@@ -251,7 +251,7 @@ def keep_gpuscope_warnings() -> None:
     warnings.showwarning = show
 
 
-def seed_writer(log_dir: str) -> Any:
+def walk_writer(log_dir: str) -> Any:
     from torch.utils.tensorboard import SummaryWriter
 
     return SummaryWriter(log_dir)
@@ -279,12 +279,12 @@ def side_records(args: argparse.Namespace, work_dir: str) -> dict[str, Any]:
     result: dict[str, Any] = {"workload": w.describe(), "ms": {}, "checks": []}
     ms = result["ms"]
 
-    # (a) the seed's walk (with its SummaryWriter, as in the seed)
-    writer = seed_writer(os.path.join(work_dir, "seed"))
-    logged = seed_walk(writer, 0, w.device)
-    ms["seed"] = timed(lambda: seed_walk(writer, 0, w.device), args.reps_seed)
+    # (a) the gc walk (with its SummaryWriter, as in the original)
+    writer = walk_writer(os.path.join(work_dir, "walk"))
+    logged = gc_walk(writer, 0, w.device)
+    ms["walk"] = timed(lambda: gc_walk(writer, 0, w.device), args.reps_walk)
     writer.close()
-    result["seed_logged"] = logged
+    result["walk_logged"] = logged
 
     # (b) gpuscope, nothing changed since the last record: the census cache
     prof = gpuscope.MemoryProfiler(
@@ -434,7 +434,7 @@ def short_location(path: str, line: int, func: str) -> str:
 # -- child: the training loop ------------------------------------------------------------
 
 
-VARIANTS = ("none", "gpuscope", "seed")
+VARIANTS = ("none", "gpuscope", "walk")
 
 
 class Variant:
@@ -456,9 +456,9 @@ class Variant:
             self.close = prof.close
             self.jsonl = os.path.join(run_dir, "profiles", "memory.jsonl")
             self.prof = prof
-        elif name == "seed":
-            writer = seed_writer(run_dir)
-            self.hook = lambda it, loss: seed_walk(writer, it, w.device, interval=every)
+        elif name == "walk":
+            writer = walk_writer(run_dir)
+            self.hook = lambda it, loss: gc_walk(writer, it, w.device, interval=every)
             self.close = writer.close
         else:
             self.hook = lambda it, loss: None
@@ -607,23 +607,23 @@ def report_records(r: dict[str, Any], args: argparse.Namespace) -> dict[str, flo
         )
     )
     labels = {
-        "seed": "(a) seed walk (device test)",
+        "walk": "(a) gc walk (device test)",
         "fast": "(b) gpuscope, unchanged",
         "slow": "(c) gpuscope, densified",
         "gc": '(d) gpuscope scan="gc"',
     }
     med = {k: statistics.median(v) for k, v in r["ms"].items()}
     print()
-    print(f"{'one record':<30} {'reps':>5} {'median ms':>10} {'p90 ms':>9} {'seed/this':>10}")
+    print(f"{'one record':<30} {'reps':>5} {'median ms':>10} {'p90 ms':>9} {'walk/this':>10}")
     for key, label in labels.items():
         v = r["ms"][key]
         print(
             f"{label:<30} {len(v):>5} {med[key]:>10.3f} {p90(v):>9.3f} "
-            f"{med['seed'] / med[key]:>9.1f}x"
+            f"{med['walk'] / med[key]:>9.1f}x"
         )
     print(
-        f"(first gpuscope record, cold cache: {r['first_record_ms']:.1f} ms; the seed's walk "
-        f"includes its {len(r['seed_logged'].get('dtypes_mb', {})) + 8} "
+        f"(first gpuscope record, cold cache: {r['first_record_ms']:.1f} ms; the gc walk "
+        f"includes its {len(r['walk_logged'].get('dtypes_mb', {})) + 8} "
         "SummaryWriter.add_scalar calls)"
     )
     print(
@@ -649,8 +649,8 @@ def report_records(r: dict[str, Any], args: argparse.Namespace) -> dict[str, flo
     for message in r["densify"]["gpuscope_warnings"]:
         print(f"WARNING in the records child: {message}")
     cats_mb = {k: round(v / MB, 1) for k, v in r["first_record"]["categories_bytes"].items() if v}
-    seed_mb = {k: round(v, 1) for k, v in r["seed_logged"]["categories_mb"].items()}
-    print(f"what each one says (MB): gpuscope {cats_mb}; seed {seed_mb}")
+    walk_mb = {k: round(v, 1) for k, v in r["walk_logged"]["categories_mb"].items()}
+    print(f"what each one says (MB): gpuscope {cats_mb}; walk {walk_mb}")
     print(f'scan="gc" found {r["gc_other_bytes"]} B of tensors outside model and optimizer')
     for key, title in (("profile_fast", "(b) cached record"), ("profile_slow", "(c) densified")):
         if key in r:
@@ -821,15 +821,15 @@ def run_all(args: argparse.Namespace) -> None:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     print(rss_note(children))
-    ratio = med["seed"] / med["fast"]
+    ratio = med["walk"] / med["fast"]
     print()
     print(
-        f"seed/gpuscope (unchanged): {ratio:.1f}x; target >= {TARGET_RATIO:.0f}x: "
+        f"walk/gpuscope (unchanged): {ratio:.1f}x; target >= {TARGET_RATIO:.0f}x: "
         f"{verdict(ratio >= TARGET_RATIO)}"
     )
-    ratio_slow = med["seed"] / med["slow"]
+    ratio_slow = med["walk"] / med["slow"]
     print(
-        f"seed/gpuscope (densified): {ratio_slow:.1f}x "
+        f"walk/gpuscope (densified): {ratio_slow:.1f}x "
         f"(same target: {verdict(ratio_slow >= TARGET_RATIO)})"
     )
     print(
@@ -866,7 +866,7 @@ WORKLOAD_ARGS = (
     "every",
     "repeat",
     "rss_iters",
-    "reps_seed",
+    "reps_walk",
     "reps_fast",
     "reps_slow",
     "reps_gc",
@@ -879,7 +879,7 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
         "--side",
-        choices=("records", "interleaved", "rss-none", "rss-gpuscope", "rss-seed"),
+        choices=("records", "interleaved", "rss-none", "rss-gpuscope", "rss-walk"),
         help="child mode",
     )
     p.add_argument("--work-dir", help="child mode: where its run directories go")
@@ -894,7 +894,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=3, help="passes of the interleaved loop")
     p.add_argument("--rss-iters", type=int, default=60, help="iterations of each RSS child")
     p.add_argument("--rss-repeat", type=int, default=3, help="RSS children per variant")
-    p.add_argument("--reps-seed", type=int, default=20, help="timed seed walks")
+    p.add_argument("--reps-walk", type=int, default=20, help="timed gc walks")
     p.add_argument("--reps-fast", type=int, default=200, help="timed cached records")
     p.add_argument("--reps-slow", type=int, default=60, help="timed records after densify")
     p.add_argument("--reps-gc", type=int, default=20, help='timed scan="gc" records')
@@ -909,7 +909,7 @@ def parse_args() -> argparse.Namespace:
     args = p.parse_args()
     if args.quick and not args.side:
         args.iters, args.repeat, args.rss_repeat = 100, 1, 1
-        args.reps_seed, args.reps_fast, args.reps_slow, args.reps_gc = 5, 50, 20, 5
+        args.reps_walk, args.reps_fast, args.reps_slow, args.reps_gc = 5, 50, 20, 5
     if args.iters % args.every:
         p.error("--iters must be a multiple of --every (the loop runs in blocks of --every)")
     return args

@@ -6,8 +6,8 @@ Two inputs are generated once into a temporary directory (never under the reposi
 * ``memory.jsonl``: ``--records`` (default 1,000,000) memory records as
   ``gpuscope.MemoryProfiler`` writes them on a GPU (allocator figures, 4 dtypes, 8 modules,
   5 ``large_tensors`` entries, 3 loss components and ``total``), and
-* ``tensor_profile_<ts>.log``: ``--blocks`` (default 200,000) blocks of the seed project's
-  text log, laid out exactly like ``../shared/data/logs/tensor_profile_20260128_140205.log``.
+* ``tensor_profile_<ts>.log``: ``--blocks`` (default 200,000) blocks of the
+  ``tensor_profile_<ts>.log`` text log, laid out exactly like ``../shared/data/logs/tensor_profile_20260128_140205.log``.
 
 The figures drift with a mild trend plus noise (the model grows, activations creep up,
 fragmentation wanders, the losses fall), so that the trends, leak rule, timeline and loss
@@ -17,9 +17,9 @@ Sides, each in its own child process, ``--repeat`` times (default 3), interleave
 
 * json     ``target/release/gpuscope report --format json -o /dev/null FILE`` (measured)
 * text     the same with ``--format text`` (where the time goes: the output format's share)
-* python   the rival: the seed's analyzer re-implemented in plain Python from its documented
-           output (the "Sample Report" of seed 000): every snapshot parsed into a list (text
-           log: line by line with the seed's regexes; JSONL: ``json.loads`` per line), then
+* python   the rival: ``analyze_tensor_profile.py`` re-implemented in plain Python from its
+           documented output (the "Sample Report" of the SuGaR debugging guide): every snapshot parsed into a list (text
+           log: line by line with the analyzer's regexes; JSONL: ``json.loads`` per line), then
            the summary -- iteration range, snapshots, allocated / reserved / fragmentation /
            tensors start -> end, categories and dtypes at the end with percentages, large
            tensors
@@ -183,7 +183,7 @@ RULE = "=" * 80
 
 
 def text_chunk(task: tuple[int, int, int, str]) -> str:
-    """Writes seed-format blocks [start, start + n) of total to path; returns path."""
+    """Writes tensor_profile_<ts>.log blocks [start, start + n) of total to path; returns path."""
     import random
 
     start, n, total, path = task
@@ -268,7 +268,7 @@ def check_disk(data_dir: Path, records: int, blocks: int) -> None:
         )
 
 
-# --- the rival: the seed's analyzer, from its documented output ---------------------------
+# --- the rival: analyze_tensor_profile.py, from its documented output ---------------------
 
 RE_ITERATION = re.compile(r"Iteration (\d+)")
 RE_MEMORY = re.compile(
@@ -283,7 +283,7 @@ Snapshot = dict[str, Any]
 
 
 def parse_text_log(path: str) -> list[Snapshot]:
-    """Every block of a seed-format log as a snapshot (MB figures, as printed)."""
+    """Every block of a tensor_profile_<ts>.log text log as a snapshot (MB figures, as printed)."""
     snapshots: list[Snapshot] = []
     snap: Snapshot | None = None
     section: str | None = None
@@ -372,7 +372,7 @@ def change(label: str, start: str, end: str) -> str:
 
 
 def summary(snapshots: list[Snapshot]) -> str:
-    """The seed's "TENSOR PROFILING SUMMARY", as its guide shows it."""
+    """analyze_tensor_profile.py's "TENSOR PROFILING SUMMARY", as its guide shows it."""
     first, last = snapshots[0], snapshots[-1]
     lines = [
         "=" * 80,
@@ -584,7 +584,9 @@ def run_all(args: argparse.Namespace) -> None:
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--records", type=int, default=1_000_000, help="JSONL memory records")
-    p.add_argument("--blocks", type=int, default=200_000, help="seed-format text-log blocks")
+    p.add_argument(
+        "--blocks", type=int, default=200_000, help="tensor_profile_<ts>.log text-log blocks"
+    )
     p.add_argument("--repeat", type=int, default=3, help="child processes per side")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="generator processes")
     p.add_argument("--cli", default=str(CLI), help="the gpuscope binary (default: %(default)s)")

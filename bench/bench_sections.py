@@ -8,7 +8,7 @@ Sides, each timed over ``--calls`` empty ``with`` blocks in one process, alterna
 - ``record_function``: ``with torch.profiler.record_function("s"):`` with no profiler
   running, the other annotation people put in training loops;
 - ``perf_counter by hand``: two ``time.perf_counter_ns()`` calls and a list append, what
-  seed 001's hand timing does;
+  hand-timed training loops do;
 - ``empty loop``: the loop alone, subtracted from the others.
 
 Prints the cost per call, the ratios, and the process's peak RSS (one process runs all

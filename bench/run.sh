@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs gpuscope's benchmarks with the repository's venv (called by `make bench`).
 # Options: BENCH_WRITE_ARGS / BENCH_READ_ARGS / BENCH_MEMORY_ARGS / BENCH_REPORT_ARGS /
-# BENCH_TRACE_ARGS / BENCH_SNAPSHOT_ARGS (passed to each script), e.g.
+# BENCH_TRACE_ARGS / BENCH_SNAPSHOT_ARGS / BENCH_SNAPSHOT_HTML_ARGS / BENCH_SECTIONS_ARGS /
+# BENCH_GRADIENTS_ARGS (passed to each script), e.g.
 #   BENCH_WRITE_ARGS="--n 50000 --repeat 3" bench/run.sh
 set -euo pipefail
 
@@ -50,5 +51,6 @@ if ! "$hta_venv/bin/python" -c 'import hta' 2>/dev/null; then
 fi
 bench bench_trace.py BENCH_TRACE_ARGS --hta-venv "$hta_venv"
 bench bench_snapshot.py BENCH_SNAPSHOT_ARGS
+bench bench_snapshot_html.py BENCH_SNAPSHOT_HTML_ARGS
 bench bench_sections.py BENCH_SECTIONS_ARGS
 bench bench_gradients.py BENCH_GRADIENTS_ARGS

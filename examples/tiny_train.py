@@ -1,11 +1,11 @@
 """A tiny CPU training loop instrumented with gpuscope.
 
 Trains a small MLP on synthetic data with a loss whose components switch on in phases (as
-seed 001's trainer does), records where memory goes every 25 iterations with
+phased trainings do), records where memory goes every 25 iterations with
 ``gpuscope.MemoryProfiler``, and logs a few extras through ``gpuscope.EventWriter``.
 ``--leak`` keeps every output with its autograd graph alive — the classic leak — so the
 records show activations growing. It also times the forward and backward passes, records
-gradient norms (with the update/weight ratio) and checks every step for NaN/Inf. ``--profiling.<key> VALUE`` switches (seed 004's, e.g.
+gradient norms (with the update/weight ratio) and checks every step for NaN/Inf. ``--profiling.<key> VALUE`` switches (a training config's ``profiling:`` section, e.g.
 ``--profiling.wait 50 --profiling.active 3``) run torch.profiler on that schedule, one step
 per iteration, and print gpuscope's summary of each trace. It writes into ``$GPUSCOPE_RUN_DIR`` (default
 ``runs/tiny``); ``make demo`` runs it twice and reads the results back.

@@ -14,14 +14,46 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The shared data sits next to the repository: <repo>/../shared/data.
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 TFEVENTS_DATA = SHARED_DATA / "tfevents"
+# The profiling guide whose `profiling:` section and command line test_profiling.py reads
+# (../shared/<guides>/004_*.txt, beside the data; the directory's name is the shared
+# layout's, not ours).
+PROFILING_GUIDES = sorted((REPO_ROOT.parent / "shared" / "seeds").glob("004_*.txt"))
+
+
+def shared_data_required() -> bool:
+    """Whether missing shared data fails the run instead of skipping the tests that need
+    it: under ``make test`` (which sets ``GPUSCOPE_REQUIRE_SHARED=1``) and in CI
+    (``CI=true``). A plain ``pytest`` run elsewhere skips them."""
+    required = os.environ.get("GPUSCOPE_REQUIRE_SHARED", "").strip().lower()
+    ci = os.environ.get("CI", "").strip().lower()
+    return required not in ("", "0", "false", "no") or ci in ("true", "1")
+
+
+def shared_data_absent(path: Path) -> NoReturn:
+    """The test cannot run without ``path``: skipped, or failed where the shared data is
+    required (``shared_data_required``)."""
+    message = f"shared data absent: {path} (expected at <repo>/../shared/data)"
+    if shared_data_required():
+        pytest.fail(message + "; GPUSCOPE_REQUIRE_SHARED=1 or CI=true makes it required")
+    pytest.skip(message)
+
+
+def absent_shared_params(path: Path) -> list[Any]:
+    """The parameters of a test parametrized over the files ``path`` lists, when ``path``
+    is missing: one skipped parameter. Where the shared data is required this is never
+    called (``path`` is read, and a missing one fails the collection)."""
+    reason = f"shared data absent: {path} (expected at <repo>/../shared/data)"
+    return [pytest.param(None, marks=pytest.mark.skip(reason=reason))]
+
 
 # Runs the pip-installed command: runner(via, *args, **subprocess_kwargs), via being
 # "module" (python -m gpuscope) or "script" (the console script).

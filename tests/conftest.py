@@ -14,7 +14,28 @@ from typing import Any
 
 import pytest
 from _chromium import find_chromium
-from _helpers import REPO_ROOT, TFEVENTS_DATA, CliRunner, console_script, run
+from _helpers import (
+    REPO_ROOT,
+    SHARED_DATA,
+    TFEVENTS_DATA,
+    CliRunner,
+    absent_shared_params,
+    console_script,
+    run,
+    shared_data_absent,
+    shared_data_required,
+)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Where the shared data is required (``make test``, CI) and its directory is missing,
+    the run stops here with one message instead of failing test by test."""
+    if shared_data_required() and not SHARED_DATA.is_dir():
+        pytest.exit(
+            f"the shared real-GPU artifacts are missing: {SHARED_DATA} (expected at "
+            "<repo>/../shared/data); GPUSCOPE_REQUIRE_SHARED=1 or CI=true makes them required",
+            returncode=1,
+        )
 
 
 def _reference_path() -> Path:
@@ -26,21 +47,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "real_event_name" not in metafunc.fixturenames:
         return
     ref = _reference_path()
-    if ref.is_file():
-        names = sorted(json.loads(ref.read_text()))
-        metafunc.parametrize("real_event_name", names)
+    if ref.is_file() or shared_data_required():
+        metafunc.parametrize("real_event_name", sorted(json.loads(ref.read_text())))
     else:
-        reason = f"shared data absent: {ref} not found (expected at <repo>/../shared/data)"
-        metafunc.parametrize(
-            "real_event_name", [pytest.param(None, marks=pytest.mark.skip(reason=reason))]
-        )
+        metafunc.parametrize("real_event_name", absent_shared_params(ref))
 
 
 @pytest.fixture(scope="session")
 def tfevents_data() -> Path:
     """Directory of the real event files (../shared/data/tfevents from the repository)."""
     if not _reference_path().is_file():
-        pytest.skip(f"shared data absent: {TFEVENTS_DATA} (expected at <repo>/../shared/data)")
+        shared_data_absent(_reference_path())
     return TFEVENTS_DATA
 
 

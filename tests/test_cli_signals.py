@@ -109,16 +109,16 @@ def test_signal_ends_command_promptly(
     try:
         _wait_until_reading(proc.pid)
         assert proc.poll() is None, "the command finished before the signal: grow big_logdir"
-        sent = time.monotonic()
         proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=5)
-        elapsed = time.monotonic() - sent
+        try:
+            stdout, stderr = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 5 s after {sig.name}")
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == -sig, (proc.returncode, stderr)
-    assert elapsed <= 5
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     assert stderr == "" and stdout == ""
 

@@ -5,6 +5,7 @@ not fatal), and flush()/drop/exit leave nothing behind."""
 from __future__ import annotations
 
 import gc
+import inspect
 import json
 import signal
 import subprocess
@@ -171,22 +172,36 @@ def _steps_by_key(log_dir: Path) -> dict[str, list[int]]:
     return {k: v["steps"] for k, v in gpuscope.read_events(log_dir)["tags"].items()}
 
 
-def test_flush_makes_everything_visible(tmp_path: Path) -> None:
-    w = gpuscope.EventWriter(tmp_path, flush_secs=3600)  # the timer never fires here
-    try:
-        _write_some(w)
-        started = time.monotonic()
-        w.flush()
-        assert time.monotonic() - started < 2
-        assert _steps_by_key(tmp_path) == _expected_tags()
-        assert [e.step for e in accumulator(tmp_path).Scalars("x")] == list(range(50))
-        assert [e.step for e in accumulator(tmp_path / "m_b").Scalars("m")] == [7]
+# A writer whose timer never fires: flush(), a copy of the directory as flush() left it,
+# one more scalar, flush() again, then the process ends without close() or drop.
+FLUSH_CHILD = (
+    "import shutil, sys\nfrom typing import Any\nimport gpuscope\n"
+    + inspect.getsource(_write_some)
+    + """
+w = gpuscope.EventWriter(sys.argv[1], flush_secs=3600)
+_write_some(w)
+w.flush()
+shutil.copytree(sys.argv[1], sys.argv[2])
+w.add_scalar("x", -1.0, 50)
+w.flush()
+import os
+os._exit(0)
+"""
+)
 
-        w.add_scalar("x", -1.0, 50)
-        w.flush()
-        assert _steps_by_key(tmp_path)["x"] == list(range(51))
-    finally:
-        w.close()
+
+def test_flush_makes_everything_visible(tmp_path: Path) -> None:
+    """flush() alone puts every record on disk, without waiting for the timer (an hour
+    here): what it left is read back after the process ends without closing its writer.
+    The child runs under a timeout, so a flush that waited would fail the test, not hang."""
+    log_dir, after_first = tmp_path / "run", tmp_path / "after-first-flush"
+    out = run([sys.executable, "-c", FLUSH_CHILD, str(log_dir), str(after_first)], timeout=60)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert _steps_by_key(after_first) == _expected_tags()
+    assert [e.step for e in accumulator(after_first).Scalars("x")] == list(range(50))
+    assert [e.step for e in accumulator(after_first / "m_b").Scalars("m")] == [7]
+    assert _steps_by_key(log_dir)["x"] == list(range(51))
+    assert [e.step for e in accumulator(log_dir).Scalars("x")] == list(range(51))
 
 
 def test_dropped_writer_flushes(tmp_path: Path) -> None:

@@ -13,7 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
-from _helpers import REPO_ROOT, SHARED_DATA, accumulator, f32, gpuscope_cli
+from _helpers import (
+    REPO_ROOT,
+    SHARED_DATA,
+    accumulator,
+    f32,
+    gpuscope_cli,
+    shared_data_absent,
+)
 
 RTX2070 = SHARED_DATA / "nvidia-smi" / "nvidia-htop__FAKE_STDIN_NEW_FORMAT__driver450_RTX2070.txt"
 
@@ -22,7 +29,7 @@ RTX2070 = SHARED_DATA / "nvidia-smi" / "nvidia-htop__FAKE_STDIN_NEW_FORMAT__driv
 def saved_table() -> Path:
     """A real driver-450 nvidia-smi table with two GPUs (RTX 2070, GTX 750 Ti)."""
     if not RTX2070.is_file():
-        pytest.skip(f"shared data absent: {RTX2070}")
+        shared_data_absent(RTX2070)
     return RTX2070
 
 

@@ -110,7 +110,10 @@ def test_lightning_callback_with_gradient_accumulation(tmp_path: Path) -> None:
         )
 
 
-def test_huggingface_trainer_callback(tmp_path: Path) -> None:
+def _train_huggingface(tmp_path: Path, logging_steps: int) -> tuple[Any, Any, Path]:
+    """A tiny BERT classifier (built from a config) trained ``STEPS`` steps by a Hugging
+    Face Trainer on CPU, logging every ``logging_steps``, with gpuscope's callback recording
+    every ``EVERY``: the model, the trainer and the run directory."""
     transformers = pytest.importorskip("transformers")
     from gpuscope.integrations.huggingface import GpuscopeTrainerCallback
 
@@ -132,7 +135,7 @@ def test_huggingface_trainer_callback(tmp_path: Path) -> None:
         output_dir=str(tmp_path / "out"),
         max_steps=STEPS,
         per_device_train_batch_size=4,
-        logging_steps=EVERY,
+        logging_steps=logging_steps,
         report_to=[],
         save_strategy="no",
         use_cpu=True,
@@ -146,15 +149,53 @@ def test_huggingface_trainer_callback(tmp_path: Path) -> None:
         callbacks=[GpuscopeTrainerCallback(run_dir, every=EVERY)],
     )
     trainer.train()
+    return model, trainer, run_dir
 
+
+def _logged_losses(trainer: Any) -> dict[int, dict[str, float]]:
+    """The trainer's own record of the losses it logged: ``{step: {"total": loss}}`` for
+    every ``trainer.state.log_history`` entry with a ``loss`` (the per-step logs, not the
+    end-of-training summary, whose ``train_loss`` is the mean over the whole run)."""
+    return {h["step"]: {"total": h["loss"]} for h in trainer.state.log_history if "loss" in h}
+
+
+def test_huggingface_trainer_callback(tmp_path: Path) -> None:
+    """Records every ``EVERY`` optimizer steps with the model's parameters and AdamW's
+    moments; a record at a step the trainer logged carries exactly the loss the trainer
+    put in ``log_history`` for that step, a record at a step it did not log carries none
+    (logging every 10 steps, recording every 5: both kinds)."""
+    model, trainer, run_dir = _train_huggingface(tmp_path, logging_steps=2 * EVERY)
     records = _records(run_dir)
     assert [r["iteration"] for r in records] == list(range(EVERY, STEPS + 1, EVERY))
+    assert trainer.state.global_step == STEPS
     params = _parameter_bytes(model)
     for r in records:
         assert r["categories_bytes"]["parameters"] == params
         assert r["categories_bytes"]["optimizer_state"] >= 2 * params  # AdamW moments
-        assert r["losses"]["total"] > 0  # the loss the trainer logged at that step
+    logged = _logged_losses(trainer)
+    assert sorted(logged) == list(range(2 * EVERY, STEPS + 1, 2 * EVERY))
+    assert {r["iteration"]: r["losses"] for r in records} == {
+        r["iteration"]: logged.get(r["iteration"], {}) for r in records
+    }
     assert {"bert", "classifier"} <= set(records[0]["modules_bytes"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="huggingface.py: the last step, when not a logging step, takes the end-of-training "
+    "summary's train_loss (the mean over the run) as a loss component and as its total",
+)
+def test_huggingface_last_step_without_a_log_has_no_loss(tmp_path: Path) -> None:
+    """Logging every 3 steps, the last step (20) has no log of its own; the trainer's
+    end-of-training summary arrives at that step with ``train_loss``, which is not that
+    step's loss: its record should carry no loss, as the other unlogged steps' do."""
+    _, trainer, run_dir = _train_huggingface(tmp_path, logging_steps=3)
+    records = _records(run_dir)
+    logged = _logged_losses(trainer)
+    assert STEPS not in logged
+    assert {r["iteration"]: r["losses"] for r in records} == {
+        r["iteration"]: logged.get(r["iteration"], {}) for r in records
+    }
 
 
 def test_gpuscope_run_dir_is_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

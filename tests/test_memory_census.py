@@ -605,7 +605,8 @@ def test_fast_scan_does_not_report_other(tmp_path: Path) -> None:
 
 class Hostile:
     """An object anywhere in the process whose ``__class__`` cannot be read (lazy proxies,
-    half-torn-down wrappers): the seed's gc walk skips such objects with try/except."""
+    half-torn-down wrappers): memory_profiler.py's ``gc.get_objects()`` walk skips such
+    objects with try/except."""
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:

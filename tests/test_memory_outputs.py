@@ -1,9 +1,10 @@
 """What ``gpuscope.MemoryProfiler`` writes into a run directory, read back with independent
-readers: ``profiles/memory.jsonl`` with ``json``, the seed's text log with the seed analyzer's
-own regexes and a line grammar checked first against the seed's reference log, and
+readers: ``profiles/memory.jsonl`` with ``json``, the ``tensor_profile_<ts>.log`` text log with
+analyze_tensor_profile.py's own regexes and a line grammar checked first against the
+shared reference log of that format, and
 ``tensorboard/`` with TensorBoard's ``EventAccumulator``. Also the schedule (``every``,
 ``windows``), ``GPUSCOPE_PROFILE=0``, the argparse switches, and the loss components of a
-run whose regularisers switch on and off by phase (seed 001, scaled down 100×)."""
+run whose regularisers switch on and off by phase (a phased training, scaled down 100×)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any
 import gpuscope
 import pytest
 import torch
-from _helpers import SHARED_DATA, accumulator, f32
+from _helpers import SHARED_DATA, accumulator, f32, shared_data_absent
 from _memory_helpers import (
     CATEGORY_KEYS,
     MB,
@@ -33,10 +34,10 @@ from _memory_helpers import (
 from tensorboard.plugins.custom_scalar import layout_pb2
 from torch import nn
 
-SEED_LOG = SHARED_DATA / "logs" / "tensor_profile_20260128_140205.log"
+REFERENCE_TEXT_LOG = SHARED_DATA / "logs" / "tensor_profile_20260128_140205.log"
 
-# The seed analyzer's regexes, exactly as ../shared/data/README.md lists them.
-SEED_REGEXES = {
+# analyze_tensor_profile.py's regexes, exactly as ../shared/data/README.md lists them.
+ANALYZER_REGEXES = {
     "iteration": r"Iteration (\d+)",
     "allocated": r"Allocated: ([\d.]+) MB",
     "reserved": r"Reserved: ([\d.]+) MB",
@@ -55,7 +56,7 @@ def _one_thread() -> Iterator[None]:
 
 ITERS = 120
 EVERY = 5
-# seed 001's phases, 100x shorter: 0-70 rendering only, 70-90 + entropy + depth_normal,
+# A phased training's phases, 100x shorter: 0-70 rendering only, 70-90 + entropy + depth_normal,
 # 90+ rendering + depth_normal + sdf
 PHASES = {
     "rendering": lambda it: True,
@@ -63,11 +64,11 @@ PHASES = {
     "depth_normal_consistency": lambda it: it >= 70,
     "sdf_estimation": lambda it: it >= 90,
 }
-SH_SHAPE = (1_500_000, 15, 3)  # the seed log's largest tensor: 257.49 MB, never touched
+SH_SHAPE = (1_500_000, 15, 3)  # the reference log's largest tensor: 257.49 MB, never touched
 
 
 class Splats(nn.Module):
-    """A small real model plus one seed-sized buffer (torch.empty: address space only)."""
+    """A small real model plus one buffer the size of the reference log's largest (torch.empty: address space only)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -210,7 +211,7 @@ def test_jsonl_losses_per_phase(phased: PhasedRun) -> None:
     }
 
 
-# -- the seed's text log ---------------------------------------------------------------
+# -- the tensor_profile_<ts>.log text log -----------------------------------------------
 
 RULE = "=" * 80
 LINE_SHAPES = {
@@ -226,7 +227,7 @@ LINE_SHAPES = {
 
 
 def parse_blocks(text: str) -> list[dict[str, Any]]:
-    """Parses a text log block by block with a strict line grammar (the seed's layout; a
+    """Parses a text log block by block with a strict line grammar (the reference log's layout; a
     line saying that the figures are a CPU census may follow the Allocated line)."""
     lines = text.split("\n")
     assert lines[-1] == "", "the log ends with a newline"
@@ -286,14 +287,14 @@ def parse_blocks(text: str) -> list[dict[str, Any]]:
     return blocks
 
 
-def seed_regex_values(text: str) -> list[dict[str, str]]:
-    """What the seed's analyzer reads: one dict per block, by its regexes only."""
+def analyzer_regex_values(text: str) -> list[dict[str, str]]:
+    """What analyze_tensor_profile.py reads: one dict per block, by its regexes only."""
     chunks = text.split(RULE + "\nIteration ")[1:]
     out = []
     for chunk in chunks:
         chunk = "Iteration " + chunk
         values = {}
-        for key, rx in SEED_REGEXES.items():
+        for key, rx in ANALYZER_REGEXES.items():
             m = re.search(rx, chunk)
             assert m, (key, chunk[:300])
             values[key] = m.group(1)
@@ -301,31 +302,33 @@ def seed_regex_values(text: str) -> list[dict[str, str]]:
     return out
 
 
-def test_line_grammar_reads_the_seed_reference_log() -> None:
-    """The grammar used on our log is first shown to accept the seed's own log."""
-    if not SEED_LOG.is_file():
-        pytest.skip(f"shared data absent: {SEED_LOG}")
+def test_line_grammar_reads_the_reference_text_log() -> None:
+    """The grammar used on our log is first shown to accept the shared reference log."""
+    if not REFERENCE_TEXT_LOG.is_file():
+        shared_data_absent(REFERENCE_TEXT_LOG)
     import json
 
-    reference = json.loads((SEED_LOG.parent / "reference.json").read_text())[SEED_LOG.name]
-    text = SEED_LOG.read_text()
+    reference = json.loads((REFERENCE_TEXT_LOG.parent / "reference.json").read_text())[
+        REFERENCE_TEXT_LOG.name
+    ]
+    text = REFERENCE_TEXT_LOG.read_text()
     blocks = parse_blocks(text)
     assert len(blocks) == reference["records"]
     for block in blocks:
         assert block["cpu_note"] is None
         values = [v for _, v in block["categories"]]
         assert values == sorted(values, reverse=True)
-    first, last = seed_regex_values(text)[0], seed_regex_values(text)[-1]
+    first, last = analyzer_regex_values(text)[0], analyzer_regex_values(text)[-1]
     assert int(first["iteration"]) == reference["first"]["iteration"]
     assert float(last["allocated"]) == reference["last"]["allocated_mb"]
     assert int(last["tensors"]) == reference["last"]["tensor_count"]
 
 
-def test_text_log_parses_with_seed_regexes_and_matches_jsonl(phased: PhasedRun) -> None:
+def test_text_log_parses_with_the_analyzer_regexes_and_matches_jsonl(phased: PhasedRun) -> None:
     (log,) = (phased.run_dir / "profiles").glob("tensor_profile_*.log")
     text = log.read_text()
     records = read_jsonl(phased.run_dir / "profiles" / "memory.jsonl")
-    values = seed_regex_values(text)
+    values = analyzer_regex_values(text)
     assert len(values) == len(records)
     for v, r in zip(values, records, strict=True):
         assert int(v["iteration"]) == r["iteration"]

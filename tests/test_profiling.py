@@ -1,6 +1,6 @@
-"""``gpuscope.ProfilingConfig``, ``gpuscope.profile``, ``gpuscope.nvtx`` and
-``gpuscope.capture`` (issue #7): seed 004's ``profiling:`` section and seed 003's NVTX ranges
-and capture range, checked on real torch training loops on the CPU.
+"""``gpuscope.ProfilingConfig`` and ``gpuscope.profile`` (issue #7): a training config's
+``profiling:`` section, as the profiling guide in ``../shared`` writes it, checked on real
+torch training loops on the CPU. (``gpuscope.nvtx`` and ``gpuscope.capture``: test_nvtx.py.)
 
 What a schedule should write is not taken from gpuscope: torch's own
 ``torch.profiler.schedule`` is asked for the action of every step, and the traces it implies
@@ -8,8 +8,7 @@ are worked out from the transition table of ``torch.profiler.profile`` (see
 ``expected_cycles``). The traces gpuscope wrote are then opened with ``gzip`` and ``json``
 here and their ``ProfilerStep#N`` events compared with that; the printed summary and the
 engine's analysis are compared with the trace itself. The defaults and the command-line
-spelling are read from seed 004's text. The NVTX checks run in the real situations the issue
-names: torch on a CPU machine, no ``nvtx`` package, and no torch at all (in subprocesses).
+spelling are read from the profiling guide's text.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import sys
 import textwrap
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +32,10 @@ import gpuscope
 import pytest
 import torch
 import yaml  # type: ignore[import-untyped]
-from _helpers import REPO_ROOT, gpuscope_cli, run
+from _helpers import PROFILING_GUIDES, REPO_ROOT, gpuscope_cli, run, shared_data_absent
 from gpuscope import _native
 from torch import nn
 from torch.profiler import ProfilerAction
-
-SEED_004 = sorted((REPO_ROOT.parent / "shared" / "seeds").glob("004_*.txt"))
 
 # `[rank<R>.]<ms since the epoch>.pt.trace.json.gz` (DESIGN / docs/run-dir.md); a single
 # process has no rank part.
@@ -50,7 +46,7 @@ Schedule = tuple[int, int, int, int]  # wait, warmup, active, repeat
 
 # (wait, warmup, active, repeat) and the number of prof.step() calls of the loop.
 SCHEDULES: list[tuple[Schedule, int, str]] = [
-    ((1, 1, 3, 1), 8, "seed-defaults"),
+    ((1, 1, 3, 1), 8, "guide-defaults"),
     ((0, 0, 1, 3), 5, "no-wait-no-warmup-3-cycles"),
     ((2, 1, 2, 2), 12, "two-cycles"),
     ((0, 1, 1, 0), 7, "repeat-forever-ends-in-active"),
@@ -325,7 +321,7 @@ def test_engine_analysis_of_each_trace(profiled: Profiled) -> None:
 
 
 def test_gpuscope_trace_reads_the_written_directory(profiled: Profiled) -> None:
-    """Seed parity ("Viewing the Results"): ``gpuscope trace <run>/profiler_traces`` reads
+    """Parity with the profiling guide ("Viewing the Results"): ``gpuscope trace <run>/profiler_traces`` reads
     what the session wrote. Several traces of one process are listed one per file."""
     out = gpuscope_cli("trace", profiled.run_dir / "profiler_traces", "--format", "json")
     assert out.returncode == 0, out.stderr
@@ -374,7 +370,7 @@ def test_options_reach_torch(
 ) -> None:
     """Each option, on alone, shows in the trace as torch writes it (and the other two do
     not): ``Input Dims`` on operators, ``[memory]`` instant events, Python function events
-    or call stacks. ``with_stack`` warns about its overhead (seed 004, Troubleshooting)."""
+    or call stacks. ``with_stack`` warns about its overhead (the profiling guide, Troubleshooting)."""
     config = gpuscope.ProfilingConfig(
         wait=0,
         warmup=1,
@@ -505,7 +501,7 @@ def test_a_session_inside_torch_profiler_is_refused(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- config
 
 
-SEED_LIKE_YAML = """\
+GUIDE_YAML = """\
 latent_dims: 256
 training:
   epochs: 10
@@ -520,7 +516,7 @@ profiling:
   with_stack: true
 """
 
-SEED_LIKE_ARGS = [
+GUIDE_ARGS = [
     "my_profiling_run",
     "--training.epochs",
     "10",
@@ -547,9 +543,9 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_yaml_args_and_dict_agree(tmp_path: Path) -> None:
-    cfg_yaml = gpuscope.ProfilingConfig.from_yaml(write(tmp_path / "run.yaml", SEED_LIKE_YAML))
-    cfg_args = gpuscope.ProfilingConfig.from_args(SEED_LIKE_ARGS)
-    cfg_dict = gpuscope.ProfilingConfig.from_dict(yaml.safe_load(SEED_LIKE_YAML)["profiling"])
+    cfg_yaml = gpuscope.ProfilingConfig.from_yaml(write(tmp_path / "run.yaml", GUIDE_YAML))
+    cfg_args = gpuscope.ProfilingConfig.from_args(GUIDE_ARGS)
+    cfg_dict = gpuscope.ProfilingConfig.from_dict(yaml.safe_load(GUIDE_YAML)["profiling"])
     assert cfg_yaml == cfg_args == cfg_dict
     got = (
         cfg_yaml.wait,
@@ -582,7 +578,7 @@ def test_equals_form_and_bool_spellings() -> None:
 
 
 def test_overrides_win_over_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path / "run.yaml", SEED_LIKE_YAML)
+    path = write(tmp_path / "run.yaml", GUIDE_YAML)
     cfg = gpuscope.ProfilingConfig.from_yaml(
         path, overrides=["--profiling.active", "2", "--profiling.with_stack=False", "--other", "x"]
     )
@@ -613,8 +609,8 @@ def test_yaml_without_section_is_disabled_and_profiles_nothing(tmp_path: Path) -
     assert out.getvalue() == ""
 
 
-def test_seed_example_workflow_enables_with_one_switch(tmp_path: Path) -> None:
-    """Seed 004's "Example Workflow": ``--training.epochs 10 --profiling.active 2`` over a
+def test_guide_example_workflow_enables_with_one_switch(tmp_path: Path) -> None:
+    """The profiling guide's "Example Workflow": ``--training.epochs 10 --profiling.active 2`` over a
     config without the section profiles with the defaults and active 2."""
     path = write(tmp_path / "run.yaml", "training:\n  epochs: 3\n")
     argv = ["profile_test", "--training.epochs", "10", "--profiling.active", "2"]
@@ -635,7 +631,7 @@ def test_enabled_false_disables(tmp_path: Path) -> None:
         ["--profiling.active", "2", "--profiling.enabled", "False"]
     )
     assert cfg.enabled is False and cfg.active == 2
-    path = write(tmp_path / "run.yaml", SEED_LIKE_YAML)
+    path = write(tmp_path / "run.yaml", GUIDE_YAML)
     from_file = gpuscope.ProfilingConfig.from_yaml(path, overrides=["--profiling.enabled=false"])
     assert from_file.enabled is False
 
@@ -687,21 +683,22 @@ def test_invalid_configs_are_refused_clearly(
             gpuscope.ProfilingConfig.from_yaml(bad_yaml(tmp_path, value))
 
 
-def seed_004_text() -> str:
-    if not SEED_004:
-        pytest.skip("seed 004 absent (expected at <repo>/../shared/seeds/004_*.txt)")
-    return SEED_004[0].read_text(encoding="utf-8")
+def profiling_guide_text() -> str:
+    """The profiling guide's text (``../shared``, beside the data)."""
+    if not PROFILING_GUIDES:
+        shared_data_absent(REPO_ROOT.parent / "shared" / "<guides>" / "004_*.txt")
+    return PROFILING_GUIDES[0].read_text(encoding="utf-8")
 
 
-def test_defaults_are_seed_004s_values() -> None:
-    """The defaults are the values of seed 004's YAML examples, read from the seed."""
-    text = seed_004_text()
+def test_defaults_are_the_profiling_guides_values() -> None:
+    """The defaults are the values of the profiling guide's YAML examples, read from it."""
+    text = profiling_guide_text()
     sections = [
         doc["profiling"]
         for block in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
         if isinstance(doc := yaml.safe_load(block), dict) and "profiling" in doc
     ]
-    assert len(sections) >= 2, "both YAML examples of the seed have the section"
+    assert len(sections) >= 2, "both YAML examples of the guide have the section"
     defaults = gpuscope.ProfilingConfig()
     for section in sections:
         assert set(section) == {
@@ -721,9 +718,9 @@ def test_defaults_are_seed_004s_values() -> None:
     assert defaults.with_stack is False
 
 
-def test_seed_004_command_line_is_understood() -> None:
-    """Seed 004's "Option 3" command line, taken from the seed, gives its YAML's config."""
-    text = seed_004_text()
+def test_profiling_guide_command_line_is_understood() -> None:
+    """The profiling guide's "Option 3" command line, taken from it, gives its YAML's config."""
+    text = profiling_guide_text()
     blocks = [b for b in re.findall(r"```bash\n(.*?)```", text, re.DOTALL) if "--profiling." in b]
     assert blocks
     argv = shlex.split(blocks[0].replace("\\\n", " "))
@@ -954,195 +951,3 @@ def test_gpuscope_trace_reads_the_ranks(ddp_run: dict[str, Any]) -> None:
     got = sorted((r["rank"], Path(r["path"]).name) for r in doc["ranks"])
     files = trace_files(ddp_run["run_dir"])
     assert got == sorted((int(p.name.split(".")[0].removeprefix("rank")), p.name) for p in files)
-
-
-# --------------------------------------------------------------------------- NVTX
-
-
-@pytest.fixture
-def nvtx_chosen_again() -> Iterator[None]:
-    """The NVTX backend (chosen once per process) chosen again in the test and after it."""
-    gpuscope.nvtx._backend.cache_clear()
-    yield
-    gpuscope.nvtx._backend.cache_clear()
-
-
-def test_nvtx_backend_without_cuda(
-    monkeypatch: pytest.MonkeyPatch, nvtx_chosen_again: None
-) -> None:
-    """torch imported, CUDA ruled out by ``GPUSCOPE_NO_GPU``, the ``nvtx`` package installed:
-    ranges go through the package."""
-    pytest.importorskip("nvtx")
-    monkeypatch.setenv("GPUSCOPE_NO_GPU", "1")
-    assert gpuscope.nvtx.backend() == "nvtx"
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_nvtx_backend_with_cuda(monkeypatch: pytest.MonkeyPatch, nvtx_chosen_again: None) -> None:
-    """With CUDA, ranges go through torch.cuda.nvtx; ``GPUSCOPE_NO_GPU=nvml`` rules out
-    NVML alone, not CUDA."""
-    for value in (None, "0", "nvml"):
-        if value is None:
-            monkeypatch.delenv("GPUSCOPE_NO_GPU", raising=False)
-        else:
-            monkeypatch.setenv("GPUSCOPE_NO_GPU", value)
-        gpuscope.nvtx._backend.cache_clear()
-        assert gpuscope.nvtx.backend() == "torch.cuda.nvtx", value
-
-
-def test_nvtx_calls_run_and_pass_values_through() -> None:
-    with gpuscope.nvtx.range("forward") as r:
-        assert r is not None
-        with gpuscope.nvtx.range("inner", color="green", domain="gpuscope-tests"):
-            gpuscope.nvtx.mark("inside", color="blue", domain="gpuscope-tests")
-    gpuscope.nvtx.mark("after")
-
-    @gpuscope.nvtx.range("matmul", color="blue")
-    def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return a @ b
-
-    a, b = torch.eye(3), torch.arange(9.0).reshape(3, 3)
-    assert torch.equal(matmul(a, b), b)
-    assert torch.equal(matmul(b, a), b)  # the same range object used twice
-    assert matmul.__name__ == "matmul"
-
-    with gpuscope.capture():
-        x = torch.ones(2) * 3
-
-    @gpuscope.capture()
-    def loop(n: int) -> int:
-        return n + 1
-
-    assert loop(41) == 42
-    assert float(x.sum()) == 6.0
-
-
-def test_exception_in_a_range_propagates_unchanged() -> None:
-    error = KeyError("boom")
-    with (
-        pytest.raises(KeyError) as excinfo,
-        gpuscope.nvtx.range("failing", domain="gpuscope-tests"),
-    ):
-        raise error
-    assert excinfo.value is error
-
-    @gpuscope.nvtx.range("failing-fn")
-    def fail() -> None:
-        raise ZeroDivisionError("inside")
-
-    with pytest.raises(ZeroDivisionError, match="inside"):
-        fail()
-    with pytest.raises(ValueError, match="captured"), gpuscope.capture():
-        raise ValueError("captured")
-    # The ranges were popped: the next ones work as before.
-    with gpuscope.nvtx.range("after-failure"), gpuscope.nvtx.range("nested"):
-        gpuscope.nvtx.mark("fine")
-
-
-NVTX_CALLS = textwrap.dedent(
-    """
-    import gpuscope
-
-    with gpuscope.nvtx.range("outer", color="green"):
-        gpuscope.nvtx.mark("m", color="red")
-        with gpuscope.nvtx.range("inner", domain="d"):
-            pass
-
-    @gpuscope.nvtx.range("fn")
-    def fn(a, b=2):
-        return a * b
-
-    @gpuscope.capture()
-    def captured():
-        return "kept"
-
-    with gpuscope.capture():
-        pass
-    error = RuntimeError("propagates")
-    try:
-        with gpuscope.nvtx.range("bad"):
-            raise error
-    except RuntimeError as e:
-        propagated = e is error
-    else:
-        propagated = False
-    with gpuscope.nvtx.range("after"):
-        pass
-    result = {
-        "backend": gpuscope.nvtx.backend(),
-        "fn": fn(21),
-        "captured": captured(),
-        "propagated": propagated,
-    }
-    """
-)
-
-NVTX_WITHOUT_PACKAGE = (
-    textwrap.dedent(
-        """
-        import json, sys
-        sys.modules["nvtx"] = None  # import nvtx raises ImportError from here on
-        import torch  # present; CUDA, if any, ruled out by GPUSCOPE_NO_GPU
-        """
-    )
-    + NVTX_CALLS
-    + textwrap.dedent(
-        """
-        try:
-            import nvtx
-            blocked = False
-        except ImportError:
-            blocked = True
-        result["blocked"] = blocked
-        print(json.dumps(result))
-        """
-    )
-)
-
-NVTX_WITHOUT_TORCH = (
-    "import json, sys\n"
-    + NVTX_CALLS
-    + textwrap.dedent(
-        """
-        result["torch_imported"] = "torch" in sys.modules
-        import importlib.util
-        result["torch_importable"] = importlib.util.find_spec("torch") is not None
-        print(json.dumps(result))
-        """
-    )
-)
-
-
-def run_python(code: str, **env: str) -> dict[str, Any]:
-    out = run([sys.executable, "-c", code], timeout=120, env={**SUBPROCESS_ENV, **env})
-    assert out.returncode == 0, out.stderr[-3000:]
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
-def test_nvtx_is_a_no_op_without_a_backend() -> None:
-    """No ``nvtx`` package and no CUDA (``GPUSCOPE_NO_GPU`` rules it out on a GPU machine):
-    ``backend()`` is None and every call does nothing but still runs the code it wraps."""
-    result = run_python(NVTX_WITHOUT_PACKAGE, GPUSCOPE_NO_GPU="1")
-    assert result == {
-        "backend": None,
-        "fn": 42,
-        "captured": "kept",
-        "propagated": True,
-        "blocked": True,
-    }
-
-
-def test_nvtx_needs_no_torch() -> None:
-    """Seed 003 annotates a JAX program: ranges, marks and the capture range work without
-    torch, through the ``nvtx`` package, and never import torch (which is installed)."""
-    pytest.importorskip("nvtx")
-    result = run_python(NVTX_WITHOUT_TORCH)
-    assert result == {
-        "backend": "nvtx",
-        "fn": 42,
-        "captured": "kept",
-        "propagated": True,
-        "torch_imported": False,
-        "torch_importable": True,
-    }

@@ -103,7 +103,7 @@ def test_several_runs_side_by_side(runs: dict[str, Path]) -> None:
 
 
 def test_loss_phases_are_found(tmp_path: Path) -> None:
-    """Seed 001's schedule, scaled down: rendering alone, then + entropy and depth-normal,
+    """A phased training's schedule, scaled down: rendering alone, then + entropy and depth-normal,
     then depth-normal and sdf instead of entropy."""
     with gpuscope.MemoryProfiler(tmp_path, every=5) as scope:
         for it in range(120):

@@ -1,8 +1,8 @@
 """`gpuscope report --format html` rendered by headless Chromium with networking off.
 
 The inputs are real: a CPU training run recorded by ``gpuscope.MemoryProfiler`` whose loss
-components change phase and which leaks activations, and the seed-format log of a real GPU
-run (allocator figures, so a fragmentation chart). What each chart must plot is taken from
+components change phase and which leaks activations, and the ``tensor_profile_<ts>.log``
+text log of a real GPU run (allocator figures, so a fragmentation chart). What each chart must plot is taken from
 the run's JSON report (``runs[i].timeline.series[j].name``), never from the HTML; the page
 is read back from the DOM that Chromium dumps after rendering, parsed with the standard
 library's ``html.parser``, and from Chromium's screenshot, read with Pillow.
@@ -38,7 +38,7 @@ ITERATIONS = 120
 EVERY = 5
 # The depth component joins the loss here: the start of the run's second loss phase.
 DEPTH_FROM = 60
-SEED_LOG = SHARED_DATA / "logs" / "tensor_profile_20260128_140205.log"
+TEXT_LOG = SHARED_DATA / "logs" / "tensor_profile_20260128_140205.log"
 WINDOW = (1200, 2400)
 # A run directory's name cannot hold "/", so this path is two directories deep
 # ("<script>alert(1)<" / "script>&\""); the run's path, which the heading shows, spells the
@@ -248,22 +248,22 @@ def phased_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def seed_log() -> Path:
-    assert SEED_LOG.is_file(), f"the shared seed log is missing: {SEED_LOG}"
-    return SEED_LOG
+def text_log() -> Path:
+    assert TEXT_LOG.is_file(), f"the shared tensor_profile text log is missing: {TEXT_LOG}"
+    return TEXT_LOG
 
 
 @pytest.fixture(scope="module")
 def pages(
-    chromium: str, phased_run: Path, seed_log: Path, tmp_path_factory: pytest.TempPathFactory
+    chromium: str, phased_run: Path, text_log: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Page]:
     """Both inputs on one page, then each alone: rendered, dumped and photographed."""
     work = tmp_path_factory.mktemp("pages")
     out: dict[str, Page] = {}
     for name, inputs in (
-        ("both", [phased_run, seed_log]),
+        ("both", [phased_run, text_log]),
         ("run", [phased_run]),
-        ("log", [seed_log]),
+        ("log", [text_log]),
     ):
         html_file = work / f"{name}.html"
         html = report_html(html_file, *inputs)
@@ -440,7 +440,7 @@ def test_no_tick_is_labelled_negative_zero(chromium: str, tmp_path: Path) -> Non
 
 def test_expected_series_come_from_the_inputs(pages: dict[str, Page]) -> None:
     """The JSON the other tests judge by is itself what the inputs hold: the CPU run's
-    categories and losses, the seed log's allocator figures."""
+    categories and losses, the text log's allocator figures."""
     run, log = (pages[n].doc["runs"][0] for n in ("run", "log"))
     run_charts, log_charts = expected_charts(run), expected_charts(log)
     assert set(run_charts[LOSS_CHART]) == {"rgb", "depth", "total"}

@@ -2,8 +2,9 @@
 compute themselves:
 
 - TensorBoard input, in gpuscope's own tag spelling (a real profiled CPU run whose
-  ``profiles/`` is deleted, compared with the report of its JSONL) and in seed 002's
-  spelling (a real CPU loop that walks ``gc.get_objects()`` as the seed does and logs with
+  ``profiles/`` is deleted, compared with the report of its JSONL) and in the
+  ``Memory/Tensor_*`` spelling (a real CPU loop that walks ``gc.get_objects()`` as
+  memory_profiler.py's ``log_tensor_memory_breakdown`` does and logs with
   ``torch.utils.tensorboard.SummaryWriter``); event files without memory tags, and a
   truncated event file.
 - The spread between ranks, the out-of-memory estimate and the timeline, on records written
@@ -186,21 +187,21 @@ def test_tensorboard_report_does_not_invent_a_large_tensor_threshold(
 
 
 # ---------------------------------------------------------------------------------------
-# 1b. seed 002's spelling, written by torch.utils.tensorboard.SummaryWriter
+# 1b. the Memory/Tensor_* spelling, written by torch.utils.tensorboard.SummaryWriter
 # ---------------------------------------------------------------------------------------
 
-SEED_ITERATIONS = 100
-SEED_EVERY = 10
-# Seed 002 counts tensors above 100 MB as large; the test's model is far smaller, so the
+GC_WALK_ITERATIONS = 100
+GC_WALK_EVERY = 10
+# memory_profiler.py counts tensors above 100 MB as large; the test's model is far smaller, so the
 # threshold is scaled down to keep a few of its tensors (the 512 x 64 weight and its Adam
 # moments, 128 KiB each) above it.
-SEED_LARGE_MB = 0.1
+GC_WALK_LARGE_MB = 0.1
 VRAM_ALLOCATED_GB = 1.5
 VRAM_RESERVED_GB = 2.0
 
 
 @dataclass
-class SeedBreakdown:
+class GcWalkBreakdown:
     """What one logging step logged, in MB."""
 
     categories: dict[str, float]
@@ -208,8 +209,8 @@ class SeedBreakdown:
     large: list[float]
 
 
-def seed002_breakdown() -> SeedBreakdown:
-    """Seed 002's ``log_tensor_memory_breakdown``, on CPU tensors (the seed keeps CUDA
+def gc_walk_breakdown() -> GcWalkBreakdown:
+    """memory_profiler.py's ``log_tensor_memory_breakdown``, on CPU tensors (it keeps CUDA
     tensors; this machine has none)."""
     categories = {"gradients": 0.0, "parameters": 0.0, "activations": 0.0, "buffers": 0.0}
     categories["other"] = 0.0
@@ -219,7 +220,7 @@ def seed002_breakdown() -> SeedBreakdown:
         # .grad of non-leaf tensors, deprecated torch attributes touched by is_tensor()
         warnings.simplefilter("ignore")
         for obj in gc.get_objects():
-            # the seed's bare `except: pass`: an object that fails any check is passed over
+            # its bare `except: pass`: an object that fails any check is passed over
             with contextlib.suppress(Exception):
                 if torch.is_tensor(obj) and obj.device.type == "cpu":
                     size_mb = obj.element_size() * obj.nelement() / (1024**2)
@@ -236,65 +237,65 @@ def seed002_breakdown() -> SeedBreakdown:
                         categories["other"] += size_mb
                     dtype_name = str(obj.dtype).split(".")[-1]
                     dtypes[dtype_name] = dtypes.get(dtype_name, 0) + size_mb
-                    if size_mb > SEED_LARGE_MB:
+                    if size_mb > GC_WALK_LARGE_MB:
                         large.append(size_mb)
-    return SeedBreakdown(categories, dtypes, large)
+    return GcWalkBreakdown(categories, dtypes, large)
 
 
-def log_seed002(writer: SummaryWriter, b: SeedBreakdown, iteration: int) -> None:
+def log_gc_walk(writer: SummaryWriter, b: GcWalkBreakdown, iteration: int) -> None:
     for category, size_mb in b.categories.items():
         writer.add_scalar(f"Memory/Tensor_Category/{category}_MB", size_mb, iteration)
     for dtype, size_mb in b.dtypes.items():
         writer.add_scalar(f"Memory/Tensor_DType/{dtype}_MB", size_mb, iteration)
     writer.add_scalar("Memory/Large_Tensors/count", len(b.large), iteration)
     writer.add_scalar("Memory/Large_Tensors/total_MB", sum(b.large), iteration)
-    # The seed's fragmentation comes from torch.cuda.memory_allocated/reserved, 0 without
+    # Its fragmentation comes from torch.cuda.memory_allocated/reserved, 0 without
     # CUDA (reserved == 0).
     writer.add_scalar("Memory/fragmentation_percent", 0.0, iteration)
 
 
 @dataclass
-class SeedRun:
-    plain: Path  # seed 002's tags and Loss/total
+class GcWalkRun:
+    plain: Path  # the Memory/Tensor_* tags and Loss/total
     vram: Path  # the same, plus Train/vram_allocated and Train/vram_reserved in GB
-    logged: dict[int, SeedBreakdown]
+    logged: dict[int, GcWalkBreakdown]
 
 
 @pytest.fixture(scope="module")
-def seed002(tmp_path_factory: pytest.TempPathFactory) -> SeedRun:
-    root = tmp_path_factory.mktemp("seed002")
+def gc_walk(tmp_path_factory: pytest.TempPathFactory) -> GcWalkRun:
+    root = tmp_path_factory.mktemp("gc_walk")
     plain, vram = root / "plain", root / "vram"
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 10))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(64, 64)
     y = torch.randint(0, 10, (64,))  # int64: a second dtype
-    logged: dict[int, SeedBreakdown] = {}
+    logged: dict[int, GcWalkBreakdown] = {}
     with one_thread(), SummaryWriter(str(plain)) as w_plain, SummaryWriter(str(vram)) as w_vram:
-        for it in range(SEED_ITERATIONS):
+        for it in range(GC_WALK_ITERATIONS):
             opt.zero_grad(set_to_none=True)
             loss = nn.functional.cross_entropy(model(x), y)
             torch.autograd.backward(loss)
             opt.step()
             for w in (w_plain, w_vram):
                 w.add_scalar("Loss/total", loss.item(), it)
-            if it % SEED_EVERY == 0:
-                b = seed002_breakdown()
+            if it % GC_WALK_EVERY == 0:
+                b = gc_walk_breakdown()
                 logged[it] = b
-                log_seed002(w_plain, b, it)
-                log_seed002(w_vram, b, it)
+                log_gc_walk(w_plain, b, it)
+                log_gc_walk(w_vram, b, it)
                 # synthetic: there is no GPU here
                 w_vram.add_scalar("Train/vram_allocated", VRAM_ALLOCATED_GB, it)
                 w_vram.add_scalar("Train/vram_reserved", VRAM_RESERVED_GB, it)
-    return SeedRun(plain, vram, logged)
+    return GcWalkRun(plain, vram, logged)
 
 
-def test_seed002_tags_become_records(seed002: SeedRun) -> None:
-    run = only_run(report_json(seed002.plain))
-    steps = sorted(seed002.logged)
-    assert run["records"] == len(steps) == SEED_ITERATIONS // SEED_EVERY
+def test_gc_walk_tags_become_records(gc_walk: GcWalkRun) -> None:
+    run = only_run(report_json(gc_walk.plain))
+    steps = sorted(gc_walk.logged)
+    assert run["records"] == len(steps) == GC_WALK_ITERATIONS // GC_WALK_EVERY
     assert run["iterations"] == [steps[0], steps[-1]]
-    last = seed002.logged[steps[-1]]
+    last = gc_walk.logged[steps[-1]]
     assert last.categories["parameters"] > 0 and last.categories["gradients"] > 0
     assert set(last.dtypes) >= {"float32", "int64"}
     end = run["end"]
@@ -306,20 +307,20 @@ def test_seed002_tags_become_records(seed002: SeedRun) -> None:
     # no Memory/census_MB: the census is the sum of the categories
     assert abs(end["census_bytes"] - sum(expected_categories.values())) <= 5 * MB_ROUNDING
     assert end["large_tensor_count"] == len(last.large) >= 3
-    # seed 002 logs no allocated/reserved beside its fragmentation: no allocator figures
+    # the gc walk logs no allocated/reserved beside its fragmentation: no allocator figures
     assert end["allocated_bytes"] is None and end["fragmentation_percent"] is None
     assert run["oom_estimate"] is None
 
 
-def test_seed002_categories_not_logged_are_not_reported(seed002: SeedRun) -> None:
-    run = only_run(report_json(seed002.plain))
-    last = seed002.logged[max(seed002.logged)]
+def test_gc_walk_categories_not_logged_are_not_reported(gc_walk: GcWalkRun) -> None:
+    run = only_run(report_json(gc_walk.plain))
+    last = gc_walk.logged[max(gc_walk.logged)]
     assert sorted(run["end"]["categories_bytes"]) == sorted(last.categories)
 
 
-def test_seed002_vram_in_gigabytes(seed002: SeedRun) -> None:
-    run = only_run(report_json(seed002.vram))
-    assert run["records"] == len(seed002.logged)
+def test_gc_walk_vram_in_gigabytes(gc_walk: GcWalkRun) -> None:
+    run = only_run(report_json(gc_walk.vram))
+    assert run["records"] == len(gc_walk.logged)
     end = run["end"]
     assert end["allocated_bytes"] == round(VRAM_ALLOCATED_GB * GB)
     assert end["reserved_bytes"] == round(VRAM_RESERVED_GB * GB)
@@ -328,7 +329,7 @@ def test_seed002_vram_in_gigabytes(seed002: SeedRun) -> None:
     assert end["fragmentation_percent"] == pytest.approx(expected)
     assert run["fragmentation"]["percent"] == pytest.approx(expected)
     # the memory categories are read as without the vram tags
-    plain = only_run(report_json(seed002.plain))
+    plain = only_run(report_json(gc_walk.plain))
     assert end["categories_bytes"] == plain["end"]["categories_bytes"]
 
 
@@ -354,18 +355,18 @@ def test_event_files_without_memory_tags(tmp_path: Path) -> None:
             assert "Traceback" not in out.stderr and "panicked" not in out.stderr
 
 
-def test_truncated_event_file(seed002: SeedRun, tmp_path: Path) -> None:
-    (original,) = event_files_under(seed002.plain)
+def test_truncated_event_file(gc_walk: GcWalkRun, tmp_path: Path) -> None:
+    (original,) = event_files_under(gc_walk.plain)
     data = original.read_bytes()
     cut = tmp_path / "cut" / original.name
     cut.parent.mkdir()
     cut.write_bytes(data[:-3])
     # the last event written is Loss/total of the last iteration, not a memory step
-    assert (SEED_ITERATIONS - 1) % SEED_EVERY != 0
+    assert (GC_WALK_ITERATIONS - 1) % GC_WALK_EVERY != 0
     for path in (cut.parent, cut):
         run = only_run(report_json(path))
-        assert run["records"] == len(seed002.logged)
-        assert run["iterations"] == [0, max(seed002.logged)]
+        assert run["records"] == len(gc_walk.logged)
+        assert run["iterations"] == [0, max(gc_walk.logged)]
         assert len(run["skipped"]) == 1 and cut.name in run["skipped"][0], run["skipped"]
     text = report_text(cut.parent)
     assert any(line.startswith("skipped: ") and cut.name in line for line in text.splitlines())

@@ -159,8 +159,8 @@ class Clock:
         return (lower, upper) if spans else None
 
 
-def mlp_and_data(seed: int = 0) -> tuple[MLP, torch.Tensor]:
-    torch.manual_seed(seed)
+def mlp_and_data() -> tuple[MLP, torch.Tensor]:
+    torch.manual_seed(0)
     return MLP(16, 32, 4), torch.randn(8, 16)
 
 
@@ -452,7 +452,7 @@ def test_share_of_a_whole_iteration_and_of_a_small_part(tmp_path: Path) -> None:
 
 
 def test_share_never_exceeds_100_when_the_loop_starts_at_one(tmp_path: Path) -> None:
-    """Gaussian-splatting loops (seed 000) count iterations from 1. The first record has
+    """Gaussian-splatting training loops count iterations from 1. The first record has
     no share (its interval has no known start: no record before it, docs/run-dir.md); a
     section that is the whole iteration then cannot take more than the whole iteration."""
     whole_iteration_loop(tmp_path, range(1, 11), every=5)

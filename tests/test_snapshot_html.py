@@ -14,7 +14,6 @@ import html as html_lib
 import json
 import pickle
 import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from _chromium import (
     points,
     screenshot,
 )
-from _helpers import SHARED_DATA, gpuscope_cli
+from _helpers import SHARED_DATA, absent_shared_params, gpuscope_cli, shared_data_required
 
 SNAPSHOTS = SHARED_DATA / "snapshots"
 REFERENCE = SNAPSHOTS / "reference.json"
@@ -36,15 +35,14 @@ WINDOW = (1200, 2400)
 BLOCK_STATES = {"active_allocated", "active_pending_free", "inactive"}
 MiB = 1 << 20
 
-# The issue's bounds for the largest shared snapshot.
+# The issue's bound on the largest shared snapshot's page (its render time, within 3 s, is
+# measured by bench/bench_snapshot_html.py, not asserted here).
 MAX_PAGE_BYTES = 10_000_000
-MAX_RENDER_SECONDS = 3.0
 
 
 def real_names() -> list[Any]:
-    if not REFERENCE.is_file():
-        reason = f"shared data absent: {REFERENCE} (expected at <repo>/../shared/data)"
-        return [pytest.param(None, marks=pytest.mark.skip(reason=reason))]
+    if not REFERENCE.is_file() and not shared_data_required():
+        return absent_shared_params(REFERENCE)
     return sorted(json.loads(REFERENCE.read_text()))
 
 
@@ -153,13 +151,12 @@ class Page:
     doc: dict[str, Any]
     data: Any
     dom: str
-    dump_seconds: float
     screenshot: Path
 
 
 @pytest.fixture(scope="module")
 def pages(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Page]:
-    """Each real snapshot's page: written, dumped by Chromium (timed) and photographed."""
+    """Each real snapshot's page: written, dumped by Chromium and photographed."""
     work = tmp_path_factory.mktemp("snapshot_pages")
     out: dict[str, Page] = {}
     for name in json.loads(REFERENCE.read_text()):
@@ -168,9 +165,7 @@ def pages(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         source = snapshot_html(path, html_file)
         with path.open("rb") as f:
             data = pickle.load(f)
-        start = time.perf_counter()
         dom = dump_dom(chromium, html_file)
-        seconds = time.perf_counter() - start
         out[name] = Page(
             input=path,
             file=html_file,
@@ -178,7 +173,6 @@ def pages(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
             doc=snapshot_json(path),
             data=data,
             dom=dom,
-            dump_seconds=seconds,
             screenshot=screenshot(chromium, html_file, WINDOW),
         )
     return out
@@ -190,23 +184,6 @@ def pages(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 def test_largest_page_is_under_10_mb(pages: dict[str, Page]) -> None:
     page = pages[largest_snapshot()]
     assert page.file.stat().st_size < MAX_PAGE_BYTES
-
-
-def test_largest_page_renders_within_3_s(
-    chromium: str, pages: dict[str, Page], tmp_path: Path
-) -> None:
-    """The page's DOM dump, timed around the whole ``dump_dom`` call, less what the same
-    call takes on an empty page: Chromium's own start and exit (a new profile, a network
-    namespace), which is most of it here — about 0.9 s for an empty page against 0.8 to
-    1.4 s for the largest snapshot's on this 2-core machine. That start-up is the only
-    allowance beyond the issue's 3 s."""
-    page = pages[largest_snapshot()]
-    empty = tmp_path / "empty.html"
-    empty.write_text("<!doctype html><html><body><p>x</p></body></html>")
-    start = time.perf_counter()
-    dump_dom(chromium, empty)
-    startup = time.perf_counter() - start
-    assert page.dump_seconds - startup < MAX_RENDER_SECONDS, (page.dump_seconds, startup)
 
 
 @pytest.mark.parametrize("name", REAL)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fills corpus/pickle_read with seeds: the first 64 KB of each real allocator snapshot
-# and small pickles of plain data that python3 (stdlib only) writes for protocols 0-5.
+# Fills corpus/pickle_read, the inputs cargo fuzz starts from and mutates: the first 64 KB
+# of each real allocator snapshot and small pickles of plain data that python3 (stdlib
+# only) writes for protocols 0-5.
 set -euo pipefail
 cd "$(dirname "$0")"
 corpus=corpus/pickle_read
