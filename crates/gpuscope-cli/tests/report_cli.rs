@@ -1,4 +1,4 @@
-//! `gpuscope report` on the seed project's real text log: the summary the seed's analyzer
+//! `gpuscope report` on a real `tensor_profile_<ts>.log` text log: the summary its analyzer
 //! prints, with the figures its regexes read (shared/data/logs/reference.json).
 
 use std::path::PathBuf;
@@ -24,7 +24,7 @@ fn gpuscope() -> Command {
 }
 
 #[test]
-fn text_summary_has_the_seed_analyzers_facts() {
+fn text_summary_has_the_text_log_analyzers_facts() {
     let out = gpuscope().arg("report").arg(shared(LOG)).output().unwrap();
     assert!(
         out.status.success(),

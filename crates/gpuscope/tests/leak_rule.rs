@@ -1,6 +1,6 @@
 //! The leak rule (README, "Leak verdict") on positive and negative cases: a steady leak is
 //! named; a sawtooth, a one-time step at a phase change, and growth that stops (the shared
-//! seed log densifies until iteration 3000, then stays flat) are not.
+//! text log densifies until iteration 3000, then stays flat) are not.
 
 mod common;
 
@@ -80,7 +80,7 @@ fn growth_that_stops_is_not_a_leak() {
 }
 
 #[test]
-fn the_seed_log_densifies_then_stays_flat() {
+fn the_shared_text_log_densifies_then_stays_flat() {
     let file = File::open(common::shared_data(
         "logs/tensor_profile_20260128_140205.log",
     ))

@@ -1,5 +1,5 @@
 //! The run-directory writer end to end: records with and without allocator figures go to
-//! the JSONL, the seed-format text log and TensorBoard, and read back as written.
+//! the JSONL, the `tensor_profile_<ts>.log` text log and TensorBoard, and read back as written.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -126,7 +126,7 @@ fn non_finite_losses_are_spelled_out_and_read_back() {
 }
 
 #[test]
-fn text_log_blocks_carry_the_seed_figures() {
+fn text_log_blocks_carry_the_analyzers_figures() {
     let dir = tempfile::tempdir().unwrap();
     write(
         dir.path(),
@@ -146,7 +146,7 @@ fn text_log_blocks_carry_the_seed_figures() {
     let text = fs::read_to_string(&log).unwrap();
     let blocks: Vec<&str> = text.split("\n\n=====").collect();
     assert_eq!(blocks.len(), 2);
-    // CUDA: allocator figures and the seed's fragmentation, (800 - 600) / 800 = 25 %.
+    // CUDA: allocator figures and the text log's fragmentation, (800 - 600) / 800 = 25 %.
     assert!(text.contains("Allocated: 600.00 MB | Reserved: 800.00 MB | Fragmentation: 25.0%"));
     // CPU: the census stands for both, 0 % fragmentation, and the block says so.
     assert!(text.contains("Allocated: 401.00 MB | Reserved: 401.00 MB | Fragmentation: 0.0%"));
@@ -156,7 +156,7 @@ fn text_log_blocks_carry_the_seed_figures() {
 }
 
 #[test]
-fn tensorboard_gets_the_seed_tags_and_only_measured_figures() {
+fn tensorboard_gets_the_tensor_profiling_tags_and_only_measured_figures() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), &[record(0, Some(cuda_figures()))], Some(1));
     write(&dir.path().join("cpu"), &[record(0, None)], None);

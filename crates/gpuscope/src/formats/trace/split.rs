@@ -442,12 +442,12 @@ mod tests {
         let pieces = [
             r"{", r"}", r"[", r"]", r#"\""#, r"\\", r#"\\\""#, ",", " ", "é",
         ];
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
         let mut next = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
         };
         let mut events = Vec::new();
         for k in 0..300 {

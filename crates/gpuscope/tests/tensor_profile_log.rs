@@ -1,4 +1,4 @@
-//! The seed project's own text log (shared/data/logs), read by gpuscope: the figures its
+//! A real `tensor_profile_<ts>.log` text log (shared/data/logs), read by gpuscope: the figures its
 //! analyzer's regexes find (reference.json) come out the same, in bytes.
 
 mod common;
@@ -9,7 +9,7 @@ use std::io::BufReader;
 use gpuscope::formats::runlog::read::read_text_log;
 
 #[test]
-fn seed_log_matches_the_reference_figures() {
+fn text_log_matches_the_reference_figures() {
     let reference: serde_json::Value =
         serde_json::from_reader(File::open(common::shared_data("logs/reference.json")).unwrap())
             .unwrap();
@@ -55,7 +55,7 @@ fn seed_log_matches_the_reference_figures() {
             ),
             "{which}"
         );
-        // The seed prints fragmentation to one decimal.
+        // The text log prints fragmentation to one decimal.
         let fragmentation = allocator.fragmentation_percent();
         assert!((fragmentation - want["fragmentation_percent"].as_f64().unwrap()).abs() <= 0.05);
     }
