@@ -9,12 +9,11 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use gpuscope::analysis::report::nonfinite::diagnose;
 use gpuscope::formats::process::ProcessSampler;
 use gpuscope::formats::runlog::{RunWriter, RunWriterOptions};
 use gpuscope::model::health::NonfiniteEvent;
 use gpuscope::model::memory::MemoryRecord;
-use gpuscope::render::nonfinite::nonfinite_report;
+use gpuscope::render::nonfinite::report_of;
 
 use crate::error::IntoPy;
 use crate::writers;
@@ -97,11 +96,8 @@ impl PyRunWriter {
             .map_err(|e| PyValueError::new_err(format!("not a non-finite event: {e}")))?;
         let writer = self.writer()?;
         py.detach(|| {
-            let text = report.then(|| {
-                let mut text = Vec::new();
-                nonfinite_report(&event, &diagnose(&event), REPORT_WIDTH, &mut text).map(|()| text)
-            });
-            let text = text
+            let text = report
+                .then(|| report_of(&event, REPORT_WIDTH))
                 .transpose()
                 .map_err(|e| gpuscope::Error::io(&self.paths[0], e))?;
             writer.write_nonfinite(&mut event, text.as_deref())

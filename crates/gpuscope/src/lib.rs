@@ -27,4 +27,4 @@ pub use formats::runlog::load::{latest_run, load_run};
 pub use formats::snapshot::{read_snapshot, read_snapshot_bytes, Parts};
 pub use formats::tfevents::{load_log_dir, LoadOptions};
 pub use formats::trace::{load_traces, TraceFile};
-pub use render::{Format, Render};
+pub use render::{Compared, Format, Render};

@@ -3,8 +3,7 @@
 use std::path::Path;
 
 use gpuscope::model::snapshot::Snapshot;
-use gpuscope::render::snapshot::Diff;
-use gpuscope::{diff_snapshots, read_snapshot, snapshot_report, Parts, SnapshotOptions};
+use gpuscope::{diff_snapshots, read_snapshot, snapshot_report, Compared, Parts, SnapshotOptions};
 
 use crate::args::SnapshotArgs;
 use crate::{output, Failure};
@@ -18,7 +17,7 @@ pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
         // A comparison is of the blocks alive at each dump: the traces are not needed.
         let before = read(&args.path, Parts::Segments)?;
         let diff = diff_snapshots(&before, &read(other, Parts::Segments)?, args.frames);
-        let comparison = Diff {
+        let comparison = Compared {
             a: &args.path,
             b: other,
             diff: &diff,

@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use gpuscope::formats::trace::export::{export, TableFormat};
-use gpuscope::render::{memory_timeline::Timeline, trace::Diff};
+use gpuscope::render::memory_timeline::Timeline;
 use gpuscope::{
     analyze_traces, category_timeline, diff_traces, is_memory_timeline, load_traces,
-    read_memory_timeline, Clock, TraceFile,
+    read_memory_timeline, Clock, Compared, TraceFile,
 };
 
 use crate::args::{ExportFormat, ReportFormat, TraceArgs};
@@ -51,7 +51,7 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
         let others = load(other)?;
         let (a, b) = (&traces[0], &others[0]);
         let diff = diff_traces(a, b, clock);
-        let comparison = Diff {
+        let comparison = Compared {
             a: &a.path,
             b: &b.path,
             diff: &diff,

@@ -39,6 +39,17 @@ pub trait Render {
     ) -> std::io::Result<()>;
 }
 
+/// Two inputs compared (`--diff`), with their paths; each command renders its own kind of
+/// difference `T`.
+pub struct Compared<'a, T> {
+    /// The first input (the baseline).
+    pub a: &'a std::path::Path,
+    /// The second input.
+    pub b: &'a std::path::Path,
+    /// What changed from `a` to `b`.
+    pub diff: &'a T,
+}
+
 /// The error of a [`Render`] asked for a format it does not have.
 pub fn unsupported(what: &str, format: Format) -> std::io::Error {
     std::io::Error::new(

@@ -4,13 +4,20 @@
 
 use std::io::{self, Write};
 
-use crate::analysis::report::nonfinite::Diagnosis;
+use crate::analysis::report::nonfinite::{diagnose, Diagnosis};
 use crate::model::health::NonfiniteEvent;
 
 use super::{paragraph, right_align, table, write_table};
 
 /// Components shown side by side in the history table; more would not fit 80 columns.
 const HISTORY_COLUMNS: usize = 6;
+
+/// The report on `event` with its diagnosis, as the bytes of the file written beside it.
+pub fn report_of(event: &NonfiniteEvent, width: u16) -> io::Result<Vec<u8>> {
+    let mut text = Vec::new();
+    nonfinite_report(event, &diagnose(event), width, &mut text)?;
+    Ok(text)
+}
 
 /// The report on `event`, `width` columns wide.
 pub fn nonfinite_report(

@@ -15,7 +15,7 @@ use crate::analysis::snapshot::never_freed::NeverFreed;
 use crate::analysis::snapshot::sites::SiteBytes;
 use crate::analysis::snapshot::SnapshotReport;
 use crate::render::{bytes, signed_bytes};
-use crate::render::{unsupported, Format, Render};
+use crate::render::{unsupported, Compared, Format, Render};
 
 /// JSON schema name and version of [`diff_json`]'s output.
 pub const DIFF_SCHEMA: &str = "gpuscope.snapshot-diff/1";
@@ -100,17 +100,7 @@ impl Render for SnapshotReport {
     }
 }
 
-/// Two snapshots compared ([`crate::analysis::snapshot::diff::diff`]), with their paths.
-pub struct Diff<'a> {
-    /// The first snapshot (the baseline).
-    pub a: &'a Path,
-    /// The second snapshot.
-    pub b: &'a Path,
-    /// What changed from `a` to `b`.
-    pub diff: &'a SnapshotDiff,
-}
-
-impl Render for Diff<'_> {
+impl Render for Compared<'_, SnapshotDiff> {
     fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
         match format {
             Format::Text => diff_text(self.a, self.b, self.diff, width, out),

@@ -16,7 +16,7 @@ use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
 use crate::analysis::trace::TraceAnalysis;
 use crate::model::trace::NONE;
-use crate::render::{unsupported, Format, Render};
+use crate::render::{unsupported, Compared, Format, Render};
 
 /// JSON schema name and version of [`json`]'s output.
 pub const SCHEMA: &str = "gpuscope.trace/1";
@@ -68,17 +68,7 @@ impl Render for TraceAnalysis {
     }
 }
 
-/// Two traces compared ([`crate::analysis::trace::diff_traces`]), with their paths.
-pub struct Diff<'a> {
-    /// The first trace (the baseline).
-    pub a: &'a Path,
-    /// The second trace.
-    pub b: &'a Path,
-    /// What changed from `a` to `b`.
-    pub diff: &'a TraceDiff,
-}
-
-impl Render for Diff<'_> {
+impl Render for Compared<'_, TraceDiff> {
     fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
         match format {
             Format::Text => diff_text(self.a, self.b, self.diff, width, out),
