@@ -31,13 +31,13 @@ import torch
 
 from gpuscope import _native
 from gpuscope._warnings import warn_user
+from gpuscope.health.gradients import GradientFlow
+from gpuscope.health.nonfinite import NonfiniteCheck, Policy
+from gpuscope.health.sections import Section, Sections
 from gpuscope.memory.allocator import allocator_stats
 from gpuscope.memory.autocast import AutocastWatch
 from gpuscope.memory.census import Census, CensusTaker, scan_heap
-from gpuscope.memory.gradients import GradientFlow
-from gpuscope.memory.nonfinite import NonfiniteCheck, Policy
 from gpuscope.memory.schedule import Schedule
-from gpuscope.memory.sections import Section, Sections
 from gpuscope.memory.snapshots import dump_snapshot, iteration_snapshot_path, start_history
 
 __all__ = ["MemoryProfiler", "profiling_enabled"]
