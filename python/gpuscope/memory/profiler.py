@@ -30,6 +30,7 @@ from typing import Any, Self
 import torch
 
 from gpuscope import _native
+from gpuscope._run_dir import default_run_dir
 from gpuscope._warnings import warn_user
 from gpuscope.health.gradients import GradientFlow
 from gpuscope.health.nonfinite import NonfiniteCheck, Policy
@@ -53,11 +54,6 @@ def profiling_enabled() -> bool:
         "off",
         "no",
     }
-
-
-def default_run_dir() -> Path:
-    """``$GPUSCOPE_RUN_DIR`` (set by ``gpuscope run``), else ``runs/gpuscope``."""
-    return Path(os.environ.get("GPUSCOPE_RUN_DIR", "runs/gpuscope"))
 
 
 def distributed_rank() -> tuple[int, int]:
