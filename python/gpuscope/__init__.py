@@ -28,8 +28,8 @@ from gpuscope.nvtx import capture
 from gpuscope.profiling import ProfileSession, ProfilingConfig, profile
 
 if TYPE_CHECKING:
+    from gpuscope.health.nonfinite import NonfiniteError, NonfiniteFinding, find_nonfinite
     from gpuscope.memory import MemoryProfiler, Schedule
-    from gpuscope.memory.nonfinite import NonfiniteError, NonfiniteFinding, find_nonfinite
     from gpuscope.memory.snapshots import oom_guard
 
 # Names whose modules need torch, imported on first access (PEP 562).
@@ -37,9 +37,9 @@ _NEEDS_TORCH = {
     "MemoryProfiler": "gpuscope.memory",
     "Schedule": "gpuscope.memory",
     "oom_guard": "gpuscope.memory.snapshots",
-    "NonfiniteError": "gpuscope.memory.nonfinite",
-    "NonfiniteFinding": "gpuscope.memory.nonfinite",
-    "find_nonfinite": "gpuscope.memory.nonfinite",
+    "NonfiniteError": "gpuscope.health.nonfinite",
+    "NonfiniteFinding": "gpuscope.health.nonfinite",
+    "find_nonfinite": "gpuscope.health.nonfinite",
 }
 
 

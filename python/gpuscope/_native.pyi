@@ -11,6 +11,7 @@ from gpuscope._types import EventData
 
 __all__ = [
     "MAX_HISTOGRAM_BINS",
+    "RUN_DIR_VAR",
     "BadInputError",
     "EventWriter",
     "GpuscopeError",
@@ -22,6 +23,7 @@ __all__ = [
     "analyze_trace",
     "heap_in_use",
     "instances_of",
+    "memory_record_keys",
     "read_events",
     "run_cli",
     "state_fingerprint",
@@ -31,6 +33,8 @@ __all__ = [
 __version__: str
 MAX_HISTOGRAM_BINS: int
 """The most equal-width buckets ``EventWriter.add_histogram`` writes (``bins=``)."""
+RUN_DIR_VAR: str
+"""The environment variable through which ``gpuscope run`` names the run directory."""
 
 class GpuscopeError(Exception):
     """Base class of every error gpuscope raises."""
@@ -132,6 +136,7 @@ class ProcessSampler:
     def sample(self) -> dict[str, Any]: ...
 
 def heap_in_use() -> int | None: ...
+def memory_record_keys() -> dict[str, list[str]]: ...
 def instances_of(objects: list[Any], base: type) -> list[Any]: ...
 def tensors_fingerprint(tensors: list[Any], with_grad: bool) -> int: ...
 def state_fingerprint(state: Mapping[Any, Any], tensor_type: type) -> int: ...

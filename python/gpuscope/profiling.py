@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import IO, Any, Self
 
 from gpuscope import _native
+from gpuscope._run_dir import default_run_dir
 from gpuscope._warnings import warn_user
 from gpuscope.flags import str2bool
 
@@ -183,7 +184,7 @@ class ProfileSession:
         summary: bool = True,
         out: IO[str] | None = None,
     ) -> None:
-        from gpuscope.memory.profiler import default_run_dir, distributed_rank
+        from gpuscope.memory.profiler import distributed_rank
 
         self.config = config if config is not None else ProfilingConfig()
         self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir()

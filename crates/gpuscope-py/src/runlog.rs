@@ -1,6 +1,8 @@
-//! Bindings of `gpuscope::formats::runlog` and `gpuscope::formats::process`: the run-directory writer that the
-//! memory profiler hands its records to, and the process sampler.
+//! Bindings of `gpuscope::formats::runlog` and `gpuscope::formats::process`: the
+//! run-directory writer that the memory profiler hands its records to (and the keys of
+//! those records), the variable that names the run directory, and the process sampler.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,9 +12,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use gpuscope::formats::process::ProcessSampler;
+use gpuscope::formats::runlog::paths::RUN_DIR_VAR;
 use gpuscope::formats::runlog::{RunWriter, RunWriterOptions};
 use gpuscope::model::health::NonfiniteEvent;
-use gpuscope::model::memory::MemoryRecord;
+use gpuscope::model::memory::{self, MemoryRecord};
 use gpuscope::render::nonfinite::report_of;
 
 use crate::error::IntoPy;
@@ -152,8 +155,19 @@ fn heap_in_use() -> Option<u64> {
     gpuscope::formats::process::heap_in_use()
 }
 
+/// The JSON keys of a memory record and of each of its parts (`RunWriter.write`'s dict).
+#[pyfunction]
+fn memory_record_keys() -> BTreeMap<&'static str, Vec<&'static str>> {
+    memory::record_keys()
+        .into_iter()
+        .map(|(part, keys)| (part, keys.to_vec()))
+        .collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("RUN_DIR_VAR", RUN_DIR_VAR)?;
     m.add_class::<PyRunWriter>()?;
+    m.add_function(wrap_pyfunction!(memory_record_keys, m)?)?;
     m.add_class::<PyProcessSampler>()?;
     m.add_function(wrap_pyfunction!(heap_in_use, m)?)
 }

@@ -14,6 +14,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from gpuscope._run_dir import default_run_dir
 from gpuscope.integrations._losses import scalar_losses
 from gpuscope.memory.profiler import MemoryProfiler
 
@@ -37,9 +38,7 @@ class GpuscopeTrainerCallback(TrainerCallback):
     def on_train_begin(
         self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any
     ) -> None:
-        run_dir = self.run_dir or os.environ.get("GPUSCOPE_RUN_DIR")
-        if run_dir is None:
-            run_dir = Path(args.output_dir) / "gpuscope"
+        run_dir = self.run_dir or default_run_dir(Path(args.output_dir) / "gpuscope")
         self.profiler = MemoryProfiler(
             run_dir,
             model=model,

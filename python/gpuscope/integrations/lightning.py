@@ -22,6 +22,7 @@ except ImportError:  # the pre-2.0 package name
 
 import torch
 
+from gpuscope._run_dir import default_run_dir
 from gpuscope.integrations._losses import scalar_losses
 from gpuscope.memory.profiler import MemoryProfiler
 
@@ -47,9 +48,7 @@ class GpuscopeCallback(Callback):
         self._counts: dict[str, int] = {}
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
-        run_dir = self.run_dir or os.environ.get("GPUSCOPE_RUN_DIR")
-        if run_dir is None:
-            run_dir = Path(trainer.default_root_dir) / "gpuscope"
+        run_dir = self.run_dir or default_run_dir(Path(trainer.default_root_dir) / "gpuscope")
         optimizers = list(getattr(trainer, "optimizers", []) or [])
         self.profiler = MemoryProfiler(
             run_dir,

@@ -2,7 +2,7 @@
 
 Parameters, gradients, optimizer state and buffers are read from ``model.named_parameters()``,
 ``.grad``, ``optimizer.state`` and ``model.named_buffers()``, named as the user's model
-names them (:mod:`gpuscope.memory.names`). Every tensor is keyed by its
+names them (:mod:`gpuscope.names`). Every tensor is keyed by its
 storage (device, address), so a view, a tied weight or a tensor listed twice never counts
 twice; the first category that claims a storage keeps it, in the order above.
 
@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import torch
 
 from gpuscope import _native
-from gpuscope.memory.names import module_of, named_buffers, named_parameters, unwrap
+from gpuscope.names import module_of, named_buffers, named_parameters, unwrap
 
 __all__ = ["Census", "CensusTaker", "Counted", "scan_heap", "state_tensors"]
 

@@ -30,14 +30,15 @@ from typing import Any, Self
 import torch
 
 from gpuscope import _native
+from gpuscope._run_dir import default_run_dir
 from gpuscope._warnings import warn_user
+from gpuscope.health.gradients import GradientFlow
+from gpuscope.health.nonfinite import NonfiniteCheck, Policy
+from gpuscope.health.sections import Section, Sections
 from gpuscope.memory.allocator import allocator_stats
 from gpuscope.memory.autocast import AutocastWatch
 from gpuscope.memory.census import Census, CensusTaker, scan_heap
-from gpuscope.memory.gradients import GradientFlow
-from gpuscope.memory.nonfinite import NonfiniteCheck, Policy
 from gpuscope.memory.schedule import Schedule
-from gpuscope.memory.sections import Section, Sections
 from gpuscope.memory.snapshots import dump_snapshot, iteration_snapshot_path, start_history
 
 __all__ = ["MemoryProfiler", "profiling_enabled"]
@@ -53,11 +54,6 @@ def profiling_enabled() -> bool:
         "off",
         "no",
     }
-
-
-def default_run_dir() -> Path:
-    """``$GPUSCOPE_RUN_DIR`` (set by ``gpuscope run``), else ``runs/gpuscope``."""
-    return Path(os.environ.get("GPUSCOPE_RUN_DIR", "runs/gpuscope"))
 
 
 def distributed_rank() -> tuple[int, int]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import torch
 
+from gpuscope._run_dir import default_run_dir
 from gpuscope._warnings import warn_user
 from gpuscope.memory.allocator import allocator_stats
 
@@ -79,7 +80,7 @@ class oom_guard(contextlib.ContextDecorator):
         profiler: MemoryProfiler | None = None,
         max_entries: int = HISTORY_ENTRIES,
     ) -> None:
-        from gpuscope.memory.profiler import default_run_dir, distributed_rank
+        from gpuscope.memory.profiler import distributed_rank
 
         self.run_dir = (
             Path(run_dir)

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::{self, Visitor};
 use serde::{Deserialize, Serialize};
 
 /// One record of the memory profiler.
@@ -312,5 +313,95 @@ pub fn bytes_from_mb(mb: f64) -> u64 {
         (mb * (1u64 << 20) as f64).round() as u64
     } else {
         0
+    }
+}
+
+/// The JSON keys of a memory record and of each part of it, as serde reads and writes them:
+/// `record` for the record itself, then each part by the record key it sits under (for
+/// `large_tensors` and `sections`, the keys of one element). The Python profiler builds the
+/// record as a dict; its tests hold that dict to these keys, so that neither side gains a
+/// key the other does not know.
+pub fn record_keys() -> BTreeMap<&'static str, &'static [&'static str]> {
+    BTreeMap::from([
+        ("record", serde_fields::<MemoryRecord>()),
+        ("categories_bytes", serde_fields::<Categories>()),
+        ("large_tensors", serde_fields::<LargeTensor>()),
+        ("allocator", serde_fields::<AllocatorStats>()),
+        ("system", serde_fields::<SystemStats>()),
+        ("sections", serde_fields::<SectionStats>()),
+        ("gradients", serde_fields::<GradientStats>()),
+        ("autocast", serde_fields::<Autocast>()),
+    ])
+}
+
+/// The field names of the struct `T` as its derived `Deserialize` names them (renames
+/// applied), read from what it hands the deserializer: no list kept by hand.
+fn serde_fields<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    let mut fields: &'static [&'static str] = &[];
+    // The deserializer stops at the struct's field list, so this always errs.
+    let _ = T::deserialize(FieldNames(&mut fields));
+    fields
+}
+
+/// A deserializer that only takes note of the field list a struct asks for.
+struct FieldNames<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> de::Deserializer<'de> for FieldNames<'_> {
+    type Error = de::value::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(de::Error::custom("field names taken"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_keys_are_the_serialised_keys() {
+        let keys = record_keys();
+        assert_eq!(keys["autocast"], ["enabled", "dtype"]);
+        // A record with every optional part present serialises exactly the keys listed.
+        let record = MemoryRecord {
+            gradients: Some(GradientStats {
+                update_ratio: Some(0.1),
+                module_update_ratios: BTreeMap::from([("fc".to_owned(), None)]),
+                ..GradientStats::default()
+            }),
+            autocast: Some(Autocast::default()),
+            sections: BTreeMap::from([("fwd".to_owned(), SectionStats::default())]),
+            allocator: Some(AllocatorStats::default()),
+            ..MemoryRecord::default()
+        };
+        let json = serde_json::to_value(&record).unwrap();
+        let names = |v: &serde_json::Value| -> Vec<String> {
+            v.as_object().unwrap().keys().cloned().collect()
+        };
+        let sorted = |k: &[&str]| {
+            let mut k: Vec<String> = k.iter().map(|s| (*s).to_owned()).collect();
+            k.sort();
+            k
+        };
+        assert_eq!(names(&json), sorted(keys["record"]));
+        assert_eq!(names(&json["gradients"]), sorted(keys["gradients"]));
+        assert_eq!(names(&json["allocator"]), sorted(keys["allocator"]));
+        assert_eq!(names(&json["sections"]["fwd"]), sorted(keys["sections"]));
     }
 }

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import torch
 
 from gpuscope._warnings import warn_user
-from gpuscope.memory.names import module_names, named_parameters
+from gpuscope.names import module_names, named_parameters
 
 __all__ = ["NonfiniteCheck", "NonfiniteError", "NonfiniteFinding", "find_nonfinite"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from gpuscope.memory.names import module_of, named_parameters
+from gpuscope.names import module_of, named_parameters
 
 __all__ = ["GradientFlow"]
 
