@@ -713,8 +713,10 @@ def test_real_file_cli_json(
 # --------------------------------------------------------------------------------------
 
 
-def _assert_one_error_line(result: Any, *fragments: str) -> None:
-    assert result.returncode == 2, (result.stdout, result.stderr)
+def _assert_one_error_line(result: Any, *fragments: str, code: int = 2) -> None:
+    """One ``error:`` line naming ``fragments``, nothing on stdout, exit ``code`` (2 for
+    input that cannot be used, 1 for output that cannot be written)."""
+    assert result.returncode == code, (result.stdout, result.stderr)
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error:"), result.stderr
@@ -879,7 +881,7 @@ def test_output_file_that_cannot_be_created(
 ) -> None:
     out = tmp_path / "missing_dir" / "out.json"
     result = run_cli(via, "tb", sw_logdir, "--format", "json", "-o", out)
-    _assert_one_error_line(result, str(out))
+    _assert_one_error_line(result, str(out), "cannot write", code=1)
 
 
 def test_log_dir_that_is_a_file(tmp_path: Path) -> None:

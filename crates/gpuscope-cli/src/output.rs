@@ -4,8 +4,7 @@
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 
-use gpuscope::formats::output::write_file;
-use gpuscope::{Format, Render};
+use gpuscope::{write_file, Format, Render};
 
 use crate::Failure;
 

@@ -11,12 +11,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use gpuscope::formats::process::ProcessSampler;
-use gpuscope::formats::runlog::paths::RUN_DIR_VAR;
-use gpuscope::formats::runlog::{RunWriter, RunWriterOptions};
 use gpuscope::model::health::NonfiniteEvent;
 use gpuscope::model::memory::{self, MemoryRecord};
 use gpuscope::render::nonfinite::report_of;
+use gpuscope::{ProcessSampler, RunWriter, RunWriterOptions, RUN_DIR_VAR};
 
 use crate::error::IntoPy;
 use crate::writers;
@@ -152,7 +150,7 @@ impl PyProcessSampler {
 /// Bytes in use by the C heap (glibc `mallinfo2`), or `None` off glibc.
 #[pyfunction]
 fn heap_in_use() -> Option<u64> {
-    gpuscope::formats::process::heap_in_use()
+    gpuscope::heap_in_use()
 }
 
 /// The JSON keys of a memory record and of each of its parts (`RunWriter.write`'s dict).

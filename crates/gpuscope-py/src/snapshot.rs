@@ -7,8 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use gpuscope::analysis::snapshot::{snapshot_report, Options};
-use gpuscope::formats::snapshot::{read_snapshot, read_snapshot_bytes, Parts};
+use gpuscope::{read_snapshot, read_snapshot_bytes, snapshot_report, Parts, SnapshotOptions};
 
 use crate::error::IntoPy;
 
@@ -25,10 +24,10 @@ fn analyze_snapshot(
     trace: bool,
 ) -> PyResult<Py<PyAny>> {
     let parts = if trace { Parts::All } else { Parts::Segments };
-    let options = Options {
+    let options = SnapshotOptions {
         frames,
         top: top.max(1),
-        ..Options::default()
+        ..SnapshotOptions::default()
     };
     let (snapshot, path) = if let Ok(bytes) = source.cast::<PyBytes>() {
         let data = bytes.as_bytes();

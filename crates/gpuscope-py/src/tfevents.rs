@@ -1,6 +1,5 @@
 //! Bindings of `gpuscope::formats::tfevents`: the event writer and the log-directory reader.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,13 +7,14 @@ use std::time::Duration;
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyList};
+use pyo3::types::{PyDict, PyFloat};
 
-use gpuscope::formats::tfevents::{self, EventWriter, LoadOptions, WriterOptions};
+use gpuscope::formats::tfevents::{writer::default_log_dir, WriterOptions};
 use gpuscope::model::tensorboard::{
-    tensorflow_bucket_limits, Chart, ChartContent, ChartGroup, Histogram, MarginSeries, ValueData,
+    tensorflow_bucket_limits, Chart, ChartContent, ChartGroup, Histogram, MarginSeries,
 };
-use gpuscope::render::tb::series_keys;
+use gpuscope::render::tb::columns::columns;
+use gpuscope::{load_with_histograms, EventWriter, LoadOptions};
 
 use crate::error::IntoPy;
 use crate::writers;
@@ -151,7 +151,7 @@ impl PyEventWriter {
                 "flush_secs must be a positive number",
             ));
         }
-        let log_dir = log_dir.unwrap_or_else(|| tfevents::writer::default_log_dir(comment));
+        let log_dir = log_dir.unwrap_or_else(|| default_log_dir(comment));
         let options = WriterOptions {
             flush_interval: Duration::from_secs_f64(flush_secs),
             filename_suffix: filename_suffix.to_owned(),
@@ -313,56 +313,26 @@ impl PyEventWriter {
     }
 }
 
-/// One histogram value as `read_events` gives it: where it was found and its summary.
-struct HistogramPoint {
-    step: i64,
-    wall_time: f64,
-    summary: [(&'static str, f64); 5],
-}
-
 /// Reads an event file or log directory into plain Python data (only `tags`, when given;
-/// `KeyError` if one of them is nowhere):
+/// `KeyError` if one of them is nowhere): the columns of `gpuscope::render::tb::columns`,
 /// `{"files": [{"path", "run", "records", "event_kinds", "truncated_at_byte", "damaged"}],
 ///   "tags": {key: {"run", "tag", "kind", "count", "first_step", "last_step",
 ///                  "steps", "wall_times", "values"}}}` (values are texts for text tags,
 /// and `{"min", "max", "num", "sum", "sum_squares"}` dicts for histogram tags).
 #[pyfunction]
 #[pyo3(signature = (path, tags=None, keep_going=false))]
-fn read_events<'py>(
-    py: Python<'py>,
+fn read_events(
+    py: Python<'_>,
     path: PathBuf,
     tags: Option<Vec<String>>,
     keep_going: bool,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<Py<PyAny>> {
     let options = LoadOptions {
         keep_points: tags.clone(),
         keep_going,
     };
-    // Histograms by (run, tag): their summary only, not their buckets.
-    let mut histograms: HashMap<(String, String), Vec<HistogramPoint>> = HashMap::new();
-    let mut keep_histogram =
-        |at: tfevents::FoundAt<'_>, value: gpuscope::model::tensorboard::Value| {
-            if let ValueData::Histogram(h) = value.data {
-                histograms
-                    .entry((at.run.to_owned(), value.tag))
-                    .or_default()
-                    .push(HistogramPoint {
-                        step: at.step,
-                        wall_time: at.wall_time,
-                        summary: [
-                            ("min", h.min),
-                            ("max", h.max),
-                            ("num", h.num),
-                            ("sum", h.sum),
-                            ("sum_squares", h.sum_squares),
-                        ],
-                    });
-            }
-        };
-    let mut data = py
-        .detach(|| {
-            tfevents::load_log_dir_with(&path, &options, &mut |_, _| {}, &mut keep_histogram)
-        })
+    let (mut data, histograms) = py
+        .detach(|| load_with_histograms(&path, &options, &mut |_, _| {}))
         .py_err()?;
     if let Some(tags) = &tags {
         let missing = data.select_tags(tags);
@@ -374,71 +344,7 @@ fn read_events<'py>(
             )));
         }
     }
-    let files = PyList::empty(py);
-    for f in &data.files {
-        let d = PyDict::new(py);
-        d.set_item("path", f.path.to_string_lossy())?;
-        d.set_item("run", &f.run)?;
-        d.set_item("records", f.records)?;
-        d.set_item("event_kinds", f.event_kinds.clone())?;
-        d.set_item("truncated_at_byte", f.truncated_at)?;
-        d.set_item("damaged", f.damaged.as_deref())?;
-        files.append(d)?;
-    }
-    let series = PyDict::new(py);
-    for (s, key) in data.series.iter().zip(series_keys(&data.series)) {
-        let d = PyDict::new(py);
-        d.set_item("run", &s.run)?;
-        d.set_item("tag", &s.tag)?;
-        d.set_item("kind", s.kind)?;
-        d.set_item("count", s.count)?;
-        d.set_item("first_step", s.first_step)?;
-        d.set_item("last_step", s.last_step)?;
-        let kept_histograms = histograms
-            .get(&(s.run.clone(), s.tag.clone()))
-            .filter(|_| s.points.is_empty() && s.texts.is_empty());
-        if let Some(points) = kept_histograms {
-            d.set_item("steps", points.iter().map(|p| p.step).collect::<Vec<_>>())?;
-            d.set_item(
-                "wall_times",
-                points.iter().map(|p| p.wall_time).collect::<Vec<_>>(),
-            )?;
-            let values = PyList::empty(py);
-            for p in points {
-                let summary = PyDict::new(py);
-                for (name, v) in p.summary {
-                    summary.set_item(name, v)?;
-                }
-                values.append(summary)?;
-            }
-            d.set_item("values", values)?;
-        } else if s.texts.is_empty() {
-            d.set_item("steps", s.points.iter().map(|p| p.step).collect::<Vec<_>>())?;
-            d.set_item(
-                "wall_times",
-                s.points.iter().map(|p| p.wall_time).collect::<Vec<_>>(),
-            )?;
-            d.set_item(
-                "values",
-                s.points.iter().map(|p| p.value).collect::<Vec<_>>(),
-            )?;
-        } else {
-            d.set_item("steps", s.texts.iter().map(|p| p.step).collect::<Vec<_>>())?;
-            d.set_item(
-                "wall_times",
-                s.texts.iter().map(|p| p.wall_time).collect::<Vec<_>>(),
-            )?;
-            d.set_item(
-                "values",
-                s.texts.iter().map(|p| p.text.as_str()).collect::<Vec<_>>(),
-            )?;
-        }
-        series.set_item(key, d)?;
-    }
-    let result = PyDict::new(py);
-    result.set_item("files", files)?;
-    result.set_item("tags", series)?;
-    Ok(result)
+    Ok(pythonize::pythonize(py, &columns(&data, &histograms))?.unbind())
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

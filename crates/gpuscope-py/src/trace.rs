@@ -5,9 +5,8 @@ use std::path::{Path, PathBuf};
 
 use pyo3::prelude::*;
 
-use gpuscope::formats::output::write_file;
 use gpuscope::render::trace as render;
-use gpuscope::{analyze_traces, load_traces, Clock, Format, TraceAnalysis};
+use gpuscope::{analyze_traces, load_traces, write_file, Clock, Format, TraceAnalysis};
 
 use crate::error::IntoPy;
 

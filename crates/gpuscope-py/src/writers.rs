@@ -3,8 +3,7 @@
 
 use pyo3::prelude::*;
 
-use gpuscope::formats::runlog::RunWriter;
-use gpuscope::formats::tfevents::EventWriter;
+use gpuscope::{EventWriter, RunWriter};
 
 use crate::error::{IntoPy, WriterError};
 

@@ -5,11 +5,9 @@
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-use gpuscope::analysis::gpu_peaks::Peaks;
-use gpuscope::formats::gpu::log::SampleLog;
-use gpuscope::formats::gpu::Sampler;
 use gpuscope::model::gpu::Sample;
 use gpuscope::render::monitor as render;
+use gpuscope::{Peaks, SampleLog, Sampler};
 
 use crate::args::{MonitorArgs, MonitorFormat};
 use crate::signals::{sleep_until, Stop};

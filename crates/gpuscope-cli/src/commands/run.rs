@@ -13,11 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use gpuscope::analysis::gpu_peaks::Peaks;
-use gpuscope::formats::gpu::log::SampleLog;
-use gpuscope::formats::gpu::Sampler;
-use gpuscope::formats::runlog::paths::{given_run_dir, RUN_DIR_VAR};
 use gpuscope::render::monitor as render;
+use gpuscope::{given_run_dir, Peaks, SampleLog, Sampler, RUN_DIR_VAR};
 
 use crate::args::RunArgs;
 use crate::shell;

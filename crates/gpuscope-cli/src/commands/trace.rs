@@ -2,11 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use gpuscope::formats::trace::export::{export, TableFormat};
 use gpuscope::render::memory_timeline::Timeline;
 use gpuscope::{
-    analyze_traces, category_timeline, diff_traces, is_memory_timeline, load_traces,
-    read_memory_timeline, Clock, Compared, TraceFile,
+    analyze_traces, category_timeline, diff_traces, export_tables, is_memory_timeline, load_traces,
+    read_memory_timeline, Clock, Compared, TableFormat, TraceFile,
 };
 
 use crate::args::{ExportFormat, ReportFormat, TraceArgs};
@@ -41,7 +40,7 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
             ExportFormat::Csv => TableFormat::Csv,
             ExportFormat::Parquet => TableFormat::Parquet,
         };
-        for path in export(&traces, format, &dir)? {
+        for path in export_tables(&traces, format, &dir)? {
             eprintln!("wrote {}", path.display());
         }
         return Ok(());

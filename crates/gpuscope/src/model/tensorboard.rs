@@ -94,6 +94,50 @@ pub struct Histogram {
     pub bucket: Vec<f64>,
 }
 
+/// A histogram without its buckets: the smallest and largest value, how many, their sum
+/// and sum of squares (so the mean is `sum / num`, the variance
+/// `sum_squares / num - mean²`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct HistogramSummary {
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// How many values.
+    pub num: f64,
+    /// Their sum.
+    pub sum: f64,
+    /// The sum of their squares.
+    pub sum_squares: f64,
+}
+
+impl HistogramSummary {
+    /// The summary of `h`.
+    pub fn of(h: &Histogram) -> Self {
+        HistogramSummary {
+            min: h.min,
+            max: h.max,
+            num: h.num,
+            sum: h.sum,
+            sum_squares: h.sum_squares,
+        }
+    }
+}
+
+/// The summaries of one histogram tag's histograms (their buckets left out), a step each.
+#[derive(Debug, Clone, Default)]
+pub struct HistogramSeries {
+    /// Training steps.
+    pub steps: Vec<i64>,
+    /// Unix seconds.
+    pub wall_times: Vec<f64>,
+    /// The histogram at each step.
+    pub summaries: Vec<HistogramSummary>,
+}
+
+/// The histogram tags' summaries, by (run, tag).
+pub type Histograms = std::collections::HashMap<(String, String), HistogramSeries>;
+
 impl Histogram {
     /// The most equal-width buckets a writer should ask [`Histogram::from_values`] for.
     /// Every bucket is stored (16 bytes each, in every record) while TensorBoard re-bins to

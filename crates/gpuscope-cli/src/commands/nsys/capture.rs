@@ -9,7 +9,7 @@ use gpuscope::formats::nsys::capture::{
     default_session, launch_argv, output_stem, profile_argv, session_from_environ, start_argv,
     stop_argv, SESSION_ENV,
 };
-use gpuscope::formats::runlog::paths::RUN_DIR_VAR;
+use gpuscope::RUN_DIR_VAR;
 
 use super::{passed_on, run_dir, Nsys};
 use crate::args::{NsysAttachArgs, NsysLaunchArgs, NsysProfileArgs};

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use gpuscope::formats::nsys::capture::{find_nsys, install_dirs};
 
-use gpuscope::formats::runlog::paths::given_run_dir;
+use gpuscope::given_run_dir;
 
 use crate::args::{NsysArgs, NsysCommand, NsysRunArgs};
 use crate::{shell, Failure};

@@ -7,7 +7,8 @@ use std::path::Path;
 
 use super::reader::{find_event_files, EventFile, EventReader};
 use crate::model::tensorboard::{
-    Event, EventBody, FileSummary, LogData, Point, Series, TextPoint, Value, ValueData,
+    Event, EventBody, FileSummary, HistogramSummary, Histograms, LogData, Point, Series, TextPoint,
+    Value, ValueData,
 };
 use crate::{Error, Result};
 
@@ -50,10 +51,32 @@ pub fn load_log_dir(
     load_log_dir_with(path, options, progress, &mut |_, _| {})
 }
 
+/// [`load_log_dir`], keeping also the summary of every histogram by (run, tag): what a
+/// notebook plots of a histogram tag over time.
+pub fn load_with_histograms(
+    path: &Path,
+    options: &LoadOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(LogData, Histograms)> {
+    let mut histograms = Histograms::new();
+    let mut keep = |at: FoundAt<'_>, value: Value| {
+        if let ValueData::Histogram(h) = value.data {
+            let series = histograms
+                .entry((at.run.to_owned(), value.tag))
+                .or_default();
+            series.steps.push(at.step);
+            series.wall_times.push(at.wall_time);
+            series.summaries.push(HistogramSummary::of(&h));
+        }
+    };
+    let data = load_log_dir_with(path, options, progress, &mut keep)?;
+    Ok((data, histograms))
+}
+
 /// [`load_log_dir`], handing each kept value that a [`Series`] does not hold (histograms,
 /// custom-scalars layouts, images, ...) to `other`, with where it was found; it is counted
 /// in its series as before.
-pub fn load_log_dir_with(
+fn load_log_dir_with(
     path: &Path,
     options: &LoadOptions,
     progress: &mut dyn FnMut(u64, u64),

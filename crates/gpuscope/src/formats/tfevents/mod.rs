@@ -12,6 +12,6 @@ pub mod record;
 pub mod writer;
 
 pub use file_writer::{EventFileWriter, WriterOptions};
-pub use load::{load_log_dir, load_log_dir_with, FoundAt, LoadOptions};
+pub use load::{load_log_dir, load_with_histograms, FoundAt, LoadOptions};
 pub use reader::{find_event_files, EventFile, EventReader};
 pub use writer::EventWriter;

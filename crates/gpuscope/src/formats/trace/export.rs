@@ -33,7 +33,11 @@ type TableOf = fn(&TraceFile) -> Table;
 
 /// Writes `kernels.<ext>` and `operators.<ext>` of `traces` into `dir` (created when
 /// missing); the files written.
-pub fn export(traces: &[TraceFile], format: TableFormat, dir: &Path) -> Result<Vec<PathBuf>> {
+pub fn export_tables(
+    traces: &[TraceFile],
+    format: TableFormat,
+    dir: &Path,
+) -> Result<Vec<PathBuf>> {
     output::create_dir(dir)?;
     let tables: [(&str, TableOf); 2] = [("kernels", kernels), ("operators", operators)];
     let mut written = Vec::new();

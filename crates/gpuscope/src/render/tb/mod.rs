@@ -2,6 +2,7 @@
 //! messages about empty files here, a tag table or the series of chosen tags as text in
 //! [`text`], CSV rows in [`csv`].
 
+pub mod columns;
 mod csv;
 mod text;
 
