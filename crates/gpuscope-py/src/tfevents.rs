@@ -390,7 +390,7 @@ fn read_events<'py>(
         let d = PyDict::new(py);
         d.set_item("run", &s.run)?;
         d.set_item("tag", &s.tag)?;
-        d.set_item("kind", s.kind)?;
+        d.set_item("kind", s.kind.as_str())?;
         d.set_item("count", s.count)?;
         d.set_item("first_step", s.first_step)?;
         d.set_item("last_step", s.last_step)?;

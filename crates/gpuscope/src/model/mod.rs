@@ -10,3 +10,4 @@ pub mod snapshot;
 pub mod spelled;
 pub mod tensorboard;
 pub mod trace;
+pub(crate) mod words;

@@ -13,7 +13,7 @@ use super::stream_label;
 use crate::analysis::report::timeline::Unit;
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
-use crate::analysis::trace::steps::CATEGORIES;
+use crate::analysis::trace::steps::Category;
 use crate::render::html::{page_end, page_start, table, table_of_names};
 use crate::render::svg::{chart, Chart, Line};
 
@@ -238,7 +238,7 @@ fn steps(page: &mut String, r: &RankReport) {
         let _ = write!(
             page,
             "<div class=\"verdict leak\"><b>{}</b>: {}</div>",
-            text(v.kind),
+            text(v.kind.as_str()),
             text(&v.advice)
         );
     }
@@ -256,7 +256,7 @@ fn steps(page: &mut String, r: &RankReport) {
                 .unwrap_or(i as i64)
         })
         .collect();
-    let columns: Vec<Vec<Option<f64>>> = (0..CATEGORIES.len())
+    let columns: Vec<Vec<Option<f64>>> = (0..Category::ALL.len())
         .map(|c| {
             o.steps
                 .iter()
@@ -264,12 +264,12 @@ fn steps(page: &mut String, r: &RankReport) {
                 .collect()
         })
         .collect();
-    let lines: Vec<Line> = CATEGORIES
+    let lines: Vec<Line> = Category::ALL
         .iter()
         .zip(&columns)
         .filter(|(_, values)| values.iter().flatten().any(|v| *v > 0.0))
-        .map(|(name, values)| Line {
-            name,
+        .map(|(category, values)| Line {
+            name: category.as_str(),
             dashed: false,
             values,
         })

@@ -7,7 +7,7 @@ use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::operators::{GpuLink, OperatorStats};
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
-use crate::analysis::trace::steps::CATEGORIES;
+use crate::analysis::trace::steps::Category;
 use crate::render::{clip, paragraph, right_align, table, unbroken, write_table};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -129,7 +129,7 @@ pub fn summary(r: &RankReport, width: u16, out: &mut dyn Write) -> io::Result<()
         width,
     )?;
     if let Some(s) = &r.steps {
-        let split: Vec<String> = CATEGORIES
+        let split: Vec<String> = Category::ALL
             .iter()
             .zip(&s.mean.breakdown_us)
             .filter(|(_, &us)| us > 0.0 && s.mean.duration_us > 0.0)
@@ -513,13 +513,16 @@ fn steps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
         t.add_row([
             s.name.trim_start_matches("ProfilerStep").to_owned(),
             format!("{:.1}", s.duration_us / 1000.0),
-            format!("{:.0}", s.percent("kernel")),
-            format!("{:.0}", s.percent("memcpy") + s.percent("memset")),
-            format!("{:.0}", s.percent("communication")),
-            format!("{:.0}", s.percent("runtime")),
-            format!("{:.0}", s.percent("dataloader")),
-            format!("{:.0}", s.percent("cpu_exec")),
-            format!("{:.0}", s.percent("other")),
+            format!("{:.0}", s.percent(Category::Kernel)),
+            format!(
+                "{:.0}",
+                s.percent(Category::Memcpy) + s.percent(Category::Memset)
+            ),
+            format!("{:.0}", s.percent(Category::Communication)),
+            format!("{:.0}", s.percent(Category::Runtime)),
+            format!("{:.0}", s.percent(Category::Dataloader)),
+            format!("{:.0}", s.percent(Category::CpuExec)),
+            format!("{:.0}", s.percent(Category::Other)),
         ]);
     }
     right_align(&mut t, &[1, 2, 3, 4, 5, 6, 7, 8]);
