@@ -295,22 +295,3 @@ pub fn percent(part: u64, whole: u64) -> f64 {
         part as f64 * 100.0 / whole as f64
     }
 }
-
-/// Bytes in the text log's and tags' MB (2^20 bytes).
-pub fn mb(bytes: u64) -> f64 {
-    bytes as f64 / (1u64 << 20) as f64
-}
-
-/// A signed byte figure (a slope, a change) in MB (2^20 bytes).
-pub fn mb_signed(bytes: f64) -> f64 {
-    bytes / (1u64 << 20) as f64
-}
-
-/// MB (2^20 bytes) in bytes; negative and non-finite figures become 0.
-pub fn bytes_from_mb(mb: f64) -> u64 {
-    if mb.is_finite() && mb > 0.0 {
-        (mb * (1u64 << 20) as f64).round() as u64
-    } else {
-        0
-    }
-}

@@ -22,6 +22,7 @@ use serde::Serialize;
 use super::trend::median;
 use crate::model::memory::{AllocatorStats, MemoryRecord};
 use crate::model::oom::OomEvent;
+use crate::model::units::ByteUnit;
 use crate::model::words::words;
 
 /// Least median share of reserved memory in inactive split blocks, at the records where
@@ -219,8 +220,8 @@ fn reason(f: &Fragmentation, records: &[MemoryRecord]) -> String {
     let split = f.split_percent_at_rises.unwrap_or(0.0);
     let peaks = format!(
         "peak reserved {:.1} GiB for a peak allocated of {:.1} GiB",
-        gib(f.peak_reserved_bytes),
-        gib(f.peak_allocated_bytes)
+        ByteUnit::Gib.of(f.peak_reserved_bytes),
+        ByteUnit::Gib.of(f.peak_allocated_bytes)
     );
     match f.verdict {
         Verdict::Cache => format!(
@@ -246,8 +247,4 @@ fn reason(f: &Fragmentation, records: &[MemoryRecord]) -> String {
             f.percent, f.level
         ),
     }
-}
-
-fn gib(bytes: u64) -> f64 {
-    bytes as f64 / (1u64 << 30) as f64
 }

@@ -2,8 +2,9 @@
 //! (`TensorProfiling/...`, `Loss/...`), allocator figures under `Memory/` and process
 //! figures under `System/`; and the custom-scalars layout that groups them into charts.
 
-use crate::model::memory::{mb, MemoryRecord};
+use crate::model::memory::MemoryRecord;
 use crate::model::tensorboard::{Chart, ChartContent, ChartGroup};
+use crate::model::units::ByteUnit;
 
 /// How many modules get a TensorBoard tag per record: the largest.
 pub const MODULE_TAGS: usize = 16;
@@ -16,13 +17,13 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
     for (name, bytes) in record.categories_bytes.measured() {
         push(
             format!("TensorProfiling/Tensor_Category/{name}_MB"),
-            mb(bytes),
+            ByteUnit::Mib.of(bytes),
         );
     }
     for (dtype, bytes) in &record.dtypes_bytes {
         push(
             format!("TensorProfiling/Tensor_DType/{dtype}_MB"),
-            mb(*bytes),
+            ByteUnit::Mib.of(*bytes),
         );
     }
     // A chart with hundreds of lines says nothing: the largest modules only (the JSONL
@@ -30,7 +31,10 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
     let mut modules: Vec<_> = record.modules_bytes.iter().collect();
     modules.sort_by_key(|(_, bytes)| std::cmp::Reverse(**bytes));
     for (module, bytes) in modules.into_iter().take(MODULE_TAGS) {
-        push(format!("TensorProfiling/Module/{module}_MB"), mb(*bytes));
+        push(
+            format!("TensorProfiling/Module/{module}_MB"),
+            ByteUnit::Mib.of(*bytes),
+        );
     }
     push(
         "TensorProfiling/Large_Tensors/count".into(),
@@ -38,25 +42,37 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
     );
     push(
         "TensorProfiling/Large_Tensors/total_MB".into(),
-        mb(record.large_tensor_bytes),
+        ByteUnit::Mib.of(record.large_tensor_bytes),
     );
     push(
         "TensorProfiling/Tensor_Count/total".into(),
         record.tensor_count as f64,
     );
-    push("Memory/census_MB".into(), mb(record.census_bytes));
+    push(
+        "Memory/census_MB".into(),
+        ByteUnit::Mib.of(record.census_bytes),
+    );
     if let Some(a) = &record.allocator {
         push(
             "TensorProfiling/fragmentation_percent".into(),
             a.fragmentation_percent(),
         );
-        push("Memory/allocated_MB".into(), mb(a.allocated_bytes));
-        push("Memory/reserved_MB".into(), mb(a.reserved_bytes));
+        push(
+            "Memory/allocated_MB".into(),
+            ByteUnit::Mib.of(a.allocated_bytes),
+        );
+        push(
+            "Memory/reserved_MB".into(),
+            ByteUnit::Mib.of(a.reserved_bytes),
+        );
         push(
             "Memory/peak_allocated_MB".into(),
-            mb(a.peak_allocated_bytes),
+            ByteUnit::Mib.of(a.peak_allocated_bytes),
         );
-        push("Memory/peak_reserved_MB".into(), mb(a.peak_reserved_bytes));
+        push(
+            "Memory/peak_reserved_MB".into(),
+            ByteUnit::Mib.of(a.peak_reserved_bytes),
+        );
         let optional = [
             ("Memory/inactive_split_percent", a.inactive_split_percent()),
             (
@@ -64,8 +80,14 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
                 a.num_alloc_retries.map(|n| n as f64),
             ),
             ("Memory/num_ooms", a.num_ooms.map(|n| n as f64)),
-            ("Memory/device_free_MB", a.device_free_bytes.map(mb)),
-            ("Memory/device_total_MB", a.device_total_bytes.map(mb)),
+            (
+                "Memory/device_free_MB",
+                a.device_free_bytes.map(|b| ByteUnit::Mib.of(b)),
+            ),
+            (
+                "Memory/device_total_MB",
+                a.device_total_bytes.map(|b| ByteUnit::Mib.of(b)),
+            ),
         ];
         for (tag, value) in optional {
             if let Some(v) = value {
@@ -75,8 +97,8 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
     }
     let s = &record.system;
     let system = [
-        ("System/rss_MB", s.rss_bytes.map(mb)),
-        ("System/heap_MB", s.heap_bytes.map(mb)),
+        ("System/rss_MB", s.rss_bytes.map(|b| ByteUnit::Mib.of(b))),
+        ("System/heap_MB", s.heap_bytes.map(|b| ByteUnit::Mib.of(b))),
         ("System/cpu_percent", s.cpu_percent),
         ("System/ram_percent", s.ram_percent),
     ];
