@@ -12,18 +12,20 @@ pub const MODULE_TAGS: usize = 16;
 /// (tag, value) for every figure of `record` that was measured; nothing for what was not
 /// (a CPU run has no allocator figures, rather than zeros).
 pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
+    // The tags' MB are 2^20 bytes, as the text log's.
+    let mb = |bytes: u64| ByteUnit::Mib.of(bytes);
     let mut out = Vec::with_capacity(32);
     let mut push = |tag: String, value: f64| out.push((tag, value));
     for (name, bytes) in record.categories_bytes.measured() {
         push(
             format!("TensorProfiling/Tensor_Category/{name}_MB"),
-            ByteUnit::Mib.of(bytes),
+            mb(bytes),
         );
     }
     for (dtype, bytes) in &record.dtypes_bytes {
         push(
             format!("TensorProfiling/Tensor_DType/{dtype}_MB"),
-            ByteUnit::Mib.of(*bytes),
+            mb(*bytes),
         );
     }
     // A chart with hundreds of lines says nothing: the largest modules only (the JSONL
@@ -31,10 +33,7 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
     let mut modules: Vec<_> = record.modules_bytes.iter().collect();
     modules.sort_by_key(|(_, bytes)| std::cmp::Reverse(**bytes));
     for (module, bytes) in modules.into_iter().take(MODULE_TAGS) {
-        push(
-            format!("TensorProfiling/Module/{module}_MB"),
-            ByteUnit::Mib.of(*bytes),
-        );
+        push(format!("TensorProfiling/Module/{module}_MB"), mb(*bytes));
     }
     push(
         "TensorProfiling/Large_Tensors/count".into(),
@@ -42,37 +41,25 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
     );
     push(
         "TensorProfiling/Large_Tensors/total_MB".into(),
-        ByteUnit::Mib.of(record.large_tensor_bytes),
+        mb(record.large_tensor_bytes),
     );
     push(
         "TensorProfiling/Tensor_Count/total".into(),
         record.tensor_count as f64,
     );
-    push(
-        "Memory/census_MB".into(),
-        ByteUnit::Mib.of(record.census_bytes),
-    );
+    push("Memory/census_MB".into(), mb(record.census_bytes));
     if let Some(a) = &record.allocator {
         push(
             "TensorProfiling/fragmentation_percent".into(),
             a.fragmentation_percent(),
         );
-        push(
-            "Memory/allocated_MB".into(),
-            ByteUnit::Mib.of(a.allocated_bytes),
-        );
-        push(
-            "Memory/reserved_MB".into(),
-            ByteUnit::Mib.of(a.reserved_bytes),
-        );
+        push("Memory/allocated_MB".into(), mb(a.allocated_bytes));
+        push("Memory/reserved_MB".into(), mb(a.reserved_bytes));
         push(
             "Memory/peak_allocated_MB".into(),
-            ByteUnit::Mib.of(a.peak_allocated_bytes),
+            mb(a.peak_allocated_bytes),
         );
-        push(
-            "Memory/peak_reserved_MB".into(),
-            ByteUnit::Mib.of(a.peak_reserved_bytes),
-        );
+        push("Memory/peak_reserved_MB".into(), mb(a.peak_reserved_bytes));
         let optional = [
             ("Memory/inactive_split_percent", a.inactive_split_percent()),
             (
@@ -80,14 +67,8 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
                 a.num_alloc_retries.map(|n| n as f64),
             ),
             ("Memory/num_ooms", a.num_ooms.map(|n| n as f64)),
-            (
-                "Memory/device_free_MB",
-                a.device_free_bytes.map(|b| ByteUnit::Mib.of(b)),
-            ),
-            (
-                "Memory/device_total_MB",
-                a.device_total_bytes.map(|b| ByteUnit::Mib.of(b)),
-            ),
+            ("Memory/device_free_MB", a.device_free_bytes.map(mb)),
+            ("Memory/device_total_MB", a.device_total_bytes.map(mb)),
         ];
         for (tag, value) in optional {
             if let Some(v) = value {
@@ -97,8 +78,8 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
     }
     let s = &record.system;
     let system = [
-        ("System/rss_MB", s.rss_bytes.map(|b| ByteUnit::Mib.of(b))),
-        ("System/heap_MB", s.heap_bytes.map(|b| ByteUnit::Mib.of(b))),
+        ("System/rss_MB", s.rss_bytes.map(mb)),
+        ("System/heap_MB", s.heap_bytes.map(mb)),
         ("System/cpu_percent", s.cpu_percent),
         ("System/ram_percent", s.ram_percent),
     ];
