@@ -8,6 +8,7 @@ use std::path::Path;
 use gpuscope::formats::runlog::{RunWriter, RunWriterOptions};
 use gpuscope::formats::tfevents::{load_log_dir, LoadOptions};
 use gpuscope::model::memory::{AllocatorStats, Categories, LargeTensor, MemoryRecord, SystemStats};
+use gpuscope::model::tensorboard::DataKind;
 
 const MIB: u64 = 1 << 20;
 
@@ -195,7 +196,7 @@ fn tensorboard_gets_the_tensor_profiling_tags_and_only_measured_figures() {
     assert_eq!(value("System/cpu_percent"), 97.5);
     assert_eq!(value("Loss/component_rendering"), 0.5);
     assert_eq!(value("Loss/total"), 0.75);
-    assert!(tb.series.iter().any(|s| s.kind == "custom_scalars"));
+    assert!(tb.series.iter().any(|s| s.kind == DataKind::CustomScalars));
     assert!(tb.series.iter().all(|s| !s.tag.contains("component_total")));
 
     let cpu = load_log_dir(

@@ -8,6 +8,7 @@ use std::fs;
 
 use gpuscope::formats::tfevents::record::masked_crc32c;
 use gpuscope::formats::tfevents::{load_log_dir, LoadOptions};
+use gpuscope::model::tensorboard::{DataKind, EventKind};
 use serde_json::Value;
 
 const FILES: [&str; 3] = [
@@ -22,11 +23,11 @@ fn reference() -> Value {
 }
 
 /// TensorBoard's names for a value's kind, in gpuscope's words.
-fn gpuscope_kind(reference_kind: &str) -> &str {
+fn gpuscope_kind(reference_kind: &str) -> DataKind {
     match reference_kind {
-        "simple_value" => "scalar",
-        "histo" => "histogram",
-        "tensor" => "text", // every tensor tag in these files is a text summary
+        "simple_value" => DataKind::Scalar,
+        "histo" => DataKind::Histogram,
+        "tensor" => DataKind::Text, // every tensor tag in these files is a text summary
         other => panic!("reference kind {other} not expected"),
     }
 }
@@ -58,7 +59,7 @@ fn real_files_match_tensorboards_reading() {
         for (kind, count) in expected["event_kinds"].as_object().unwrap() {
             // TensorBoard calls an event with no payload "null"; gpuscope "empty".
             let ours = if kind == "null" {
-                "empty"
+                EventKind::Empty.as_str()
             } else {
                 kind.as_str()
             };

@@ -93,7 +93,7 @@ fn everything_written_is_read_back() {
     let kinds: Vec<_> = data
         .series
         .iter()
-        .map(|s| (s.run.as_str(), s.kind))
+        .map(|s| (s.run.as_str(), s.kind.as_str()))
         .collect();
     assert!(kinds.contains(&(".", "histogram")));
     assert!(kinds.contains(&(".", "custom_scalars")));

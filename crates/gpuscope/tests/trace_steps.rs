@@ -4,7 +4,7 @@
 
 mod common;
 
-use gpuscope::analysis::trace::steps::step_overview;
+use gpuscope::analysis::trace::steps::{step_overview, VerdictKind};
 use gpuscope::formats::trace::read_trace;
 
 fn overview(name: &str) -> gpuscope::analysis::trace::steps::StepOverview {
@@ -24,14 +24,17 @@ fn zero_workers_starve_the_gpu_and_four_do_not() {
         let share = s.dataloader_cpu_percent();
         assert!((38.0..=42.0).contains(&share), "{}: {share}", s.name);
     }
-    assert_eq!(zero.verdicts[0].kind, "input_pipeline");
+    assert_eq!(zero.verdicts[0].kind, VerdictKind::InputPipeline);
 
     let four = overview("resnet50_v100_memory_workers4.json.gz");
     for s in &four.steps {
         let share = s.dataloader_cpu_percent();
         assert!((0.0..=2.5).contains(&share), "{}: {share}", s.name);
     }
-    assert!(four.verdicts.iter().all(|v| v.kind != "input_pipeline"));
+    assert!(four
+        .verdicts
+        .iter()
+        .all(|v| v.kind != VerdictKind::InputPipeline));
 }
 
 #[test]

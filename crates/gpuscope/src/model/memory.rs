@@ -297,25 +297,6 @@ pub fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// Bytes in the text log's and tags' MB (2^20 bytes).
-pub fn mb(bytes: u64) -> f64 {
-    bytes as f64 / (1u64 << 20) as f64
-}
-
-/// A signed byte figure (a slope, a change) in MB (2^20 bytes).
-pub fn mb_signed(bytes: f64) -> f64 {
-    bytes / (1u64 << 20) as f64
-}
-
-/// MB (2^20 bytes) in bytes; negative and non-finite figures become 0.
-pub fn bytes_from_mb(mb: f64) -> u64 {
-    if mb.is_finite() && mb > 0.0 {
-        (mb * (1u64 << 20) as f64).round() as u64
-    } else {
-        0
-    }
-}
-
 /// The JSON keys of a memory record and of each part of it, as serde reads and writes them:
 /// `record` for the record itself, then each part by the record key it sits under (for
 /// `large_tensors` and `sections`, the keys of one element). The Python profiler builds the

@@ -10,3 +10,5 @@ pub mod snapshot;
 pub mod spelled;
 pub mod tensorboard;
 pub mod trace;
+pub mod units;
+pub(crate) mod words;

@@ -1,6 +1,8 @@
 //! What a TensorBoard event file holds, decoded from protobuf into plain Rust: one [`Event`]
 //! per record, each summary value reduced to the kind of data it carries.
 
+use super::words::words;
+
 /// One record of an event file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
@@ -19,20 +21,43 @@ pub enum EventBody {
     FileVersion(String),
     /// Summary values (scalars, texts, histograms, ...).
     Summary(Vec<Value>),
-    /// A payload gpuscope does not decode, by its field name (`graph_def`, `session_log`, ...).
-    Other(&'static str),
+    /// A payload gpuscope does not decode, by its kind (`graph_def`, `session_log`, ...).
+    Other(EventKind),
     /// An event with nothing but a time and a step.
     Empty,
 }
 
+words! {
+    /// An event's kind as TensorBoard's proto names its payload field.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum EventKind {
+        /// `file_version`.
+        FileVersion = "file_version",
+        /// `summary`.
+        Summary = "summary",
+        /// `graph_def`.
+        GraphDef = "graph_def",
+        /// `log_message`.
+        LogMessage = "log_message",
+        /// `session_log`.
+        SessionLog = "session_log",
+        /// `tagged_run_metadata`.
+        TaggedRunMetadata = "tagged_run_metadata",
+        /// `meta_graph_def`.
+        MetaGraphDef = "meta_graph_def",
+        /// No payload.
+        Empty = "empty",
+    }
+}
+
 impl EventBody {
-    /// The event's kind as TensorBoard's proto names it (`summary`, `file_version`, ...).
-    pub fn kind(&self) -> &'static str {
+    /// The event's kind.
+    pub fn kind(&self) -> EventKind {
         match self {
-            EventBody::FileVersion(_) => "file_version",
-            EventBody::Summary(_) => "summary",
-            EventBody::Other(name) => name,
-            EventBody::Empty => "empty",
+            EventBody::FileVersion(_) => EventKind::FileVersion,
+            EventBody::Summary(_) => EventKind::Summary,
+            EventBody::Other(kind) => *kind,
+            EventBody::Empty => EventKind::Empty,
         }
     }
 }
@@ -58,18 +83,45 @@ pub enum ValueData {
     /// The custom-scalars plugin's chart layout.
     CustomScalarsLayout(Vec<ChartGroup>),
     /// A kind gpuscope lists but does not decode (`image`, `audio`, `tensor`, ...).
-    Other(&'static str),
+    Other(DataKind),
+}
+
+words! {
+    /// The kind of data a summary value carries, as `gpuscope tb` lists it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum DataKind {
+        /// A scalar, whether stored as `simple_value` or as a rank-0 tensor.
+        Scalar = "scalar",
+        /// Text of the text plugin.
+        Text = "text",
+        /// A histogram (`histo`).
+        Histogram = "histogram",
+        /// The custom-scalars plugin's layout.
+        CustomScalars = "custom_scalars",
+        /// An image.
+        Image = "image",
+        /// Audio.
+        Audio = "audio",
+        /// The obsolete old-style histogram field.
+        HistogramOldStyle = "histogram_old_style",
+        /// A histogram written as a tensor of the histograms plugin.
+        HistogramTensor = "histogram_tensor",
+        /// Any other tensor.
+        Tensor = "tensor",
+        /// A value with no data.
+        Empty = "empty",
+    }
 }
 
 impl ValueData {
-    /// The kind's name as `gpuscope tb` lists it.
-    pub fn kind(&self) -> &'static str {
+    /// The kind of its data.
+    pub fn kind(&self) -> DataKind {
         match self {
-            ValueData::Scalar(_) => "scalar",
-            ValueData::Text(_) => "text",
-            ValueData::Histogram(_) => "histogram",
-            ValueData::CustomScalarsLayout(_) => "custom_scalars",
-            ValueData::Other(kind) => kind,
+            ValueData::Scalar(_) => DataKind::Scalar,
+            ValueData::Text(_) => DataKind::Text,
+            ValueData::Histogram(_) => DataKind::Histogram,
+            ValueData::CustomScalarsLayout(_) => DataKind::CustomScalars,
+            ValueData::Other(kind) => *kind,
         }
     }
 }
@@ -316,7 +368,8 @@ pub struct FileSummary {
     pub path: std::path::PathBuf,
     /// Records read.
     pub records: u64,
-    /// Records per event kind (`summary`, `file_version`, `graph_def`, ...).
+    /// Records per event kind, by its word (`file_version`, `summary`, ...): keyed by the
+    /// word so that the JSON and Python list them alphabetically.
     pub event_kinds: std::collections::BTreeMap<&'static str, u64>,
     /// Byte offset of a truncated last record, if the file ends inside one.
     pub truncated_at: Option<u64>,
@@ -331,8 +384,8 @@ pub struct Series {
     pub run: String,
     /// The tag.
     pub tag: String,
-    /// Kind of its first value (`scalar`, `text`, `histogram`, ...).
-    pub kind: &'static str,
+    /// Kind of its first value.
+    pub kind: DataKind,
     /// Number of values.
     pub count: u64,
     /// Step of the first value.

@@ -3,36 +3,40 @@
 //! per event, not the kilobyte a parsed JSON object would.
 
 pub use super::interned::Names;
+use super::words::words;
 
-/// What an event is. The trace's categories spell these two ways (`kernel` today,
-/// `Kernel` in the 2021 schema); both map here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    /// A CPU operator (`cpu_op`, `Operator`).
-    CpuOp,
-    /// A CUDA runtime call (`cuda_runtime`, `Runtime`): launches, copies, syncs.
-    Runtime,
-    /// A CUDA driver call (`cuda_driver`).
-    Driver,
-    /// A GPU kernel (`kernel`, `Kernel`; `cuda_profiler_range` when CUPTI's range
-    /// profiler recorded it with hardware counters).
-    Kernel,
-    /// A GPU memory copy (`gpu_memcpy`, `Memcpy`).
-    Memcpy,
-    /// A GPU memset (`gpu_memset`, `Memset`).
-    Memset,
-    /// A `record_function` range on the CPU (`user_annotation`), including `ProfilerStep#N`.
-    UserAnnotation,
-    /// The same range as seen on a GPU stream (`gpu_user_annotation`).
-    GpuUserAnnotation,
-    /// A Python function (`python_function`).
-    PythonFunction,
-    /// A CUDA synchronisation (`cuda_sync`).
-    Sync,
-    /// An allocation or free of the caching allocator (`[memory]` instant events).
-    Memory,
-    /// Anything else with a duration.
-    Other,
+words! {
+    /// What an event is. The trace's categories spell these two ways (`kernel` today,
+    /// `Kernel` in the 2021 schema); both map here. Its word is the name in reports.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Kind {
+        /// A CPU operator (`cpu_op`, `Operator`).
+        CpuOp = "cpu_op",
+        /// A CUDA runtime call (`cuda_runtime`, `Runtime`): launches, copies, syncs.
+        Runtime = "runtime",
+        /// A CUDA driver call (`cuda_driver`).
+        Driver = "driver",
+        /// A GPU kernel (`kernel`, `Kernel`; `cuda_profiler_range` when CUPTI's range
+        /// profiler recorded it with hardware counters).
+        Kernel = "kernel",
+        /// A GPU memory copy (`gpu_memcpy`, `Memcpy`).
+        Memcpy = "memcpy",
+        /// A GPU memset (`gpu_memset`, `Memset`).
+        Memset = "memset",
+        /// A `record_function` range on the CPU (`user_annotation`), including
+        /// `ProfilerStep#N`.
+        UserAnnotation = "user_annotation",
+        /// The same range as seen on a GPU stream (`gpu_user_annotation`).
+        GpuUserAnnotation = "gpu_user_annotation",
+        /// A Python function (`python_function`).
+        PythonFunction = "python_function",
+        /// A CUDA synchronisation (`cuda_sync`).
+        Sync = "sync",
+        /// An allocation or free of the caching allocator (`[memory]` instant events).
+        Memory = "memory",
+        /// Anything else with a duration.
+        Other = "other",
+    }
 }
 
 impl Kind {
@@ -50,24 +54,6 @@ impl Kind {
             "python_function" => Kind::PythonFunction,
             "cuda_sync" => Kind::Sync,
             _ => Kind::Other,
-        }
-    }
-
-    /// Its name in reports (`cpu_op`, `runtime`, `kernel`, ...).
-    pub fn label(self) -> &'static str {
-        match self {
-            Kind::CpuOp => "cpu_op",
-            Kind::Runtime => "runtime",
-            Kind::Driver => "driver",
-            Kind::Kernel => "kernel",
-            Kind::Memcpy => "memcpy",
-            Kind::Memset => "memset",
-            Kind::UserAnnotation => "user_annotation",
-            Kind::GpuUserAnnotation => "gpu_user_annotation",
-            Kind::PythonFunction => "python_function",
-            Kind::Sync => "sync",
-            Kind::Memory => "memory",
-            Kind::Other => "other",
         }
     }
 

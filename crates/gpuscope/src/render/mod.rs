@@ -7,11 +7,12 @@ pub mod monitor;
 pub mod nonfinite;
 pub mod nsys;
 pub mod report;
-mod short_names;
+pub(crate) mod short_names;
 pub mod snapshot;
 pub mod svg;
 pub mod tb;
 pub mod trace;
+pub(crate) mod units;
 
 /// Output formats a renderer can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,61 +141,11 @@ pub(crate) fn diff_json<T: serde::Serialize>(
     writeln!(out)
 }
 
-/// `name` cut to `width` characters, an ellipsis marking the cut.
-pub(crate) fn clip(name: &str, width: usize) -> String {
-    if name.chars().count() <= width {
-        name.to_owned()
-    } else {
-        name.chars()
-            .take(width.saturating_sub(1))
-            .chain(['…'])
-            .collect()
-    }
-}
-
 /// Right-aligns the numeric `columns` of a table.
 pub(crate) fn right_align(t: &mut comfy_table::Table, columns: &[usize]) {
     for &c in columns {
         if let Some(col) = t.column_mut(c) {
             col.set_cell_alignment(comfy_table::CellAlignment::Right);
         }
-    }
-}
-
-/// Bytes in binary units, three significant figures: `512 B`, `1.50 KiB`, `51.1 GiB`.
-pub(crate) fn bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    match unit {
-        0 => format!("{n} B"),
-        _ if value >= 100.0 => format!("{value:.0} {}", UNITS[unit]),
-        _ if value >= 10.0 => format!("{value:.1} {}", UNITS[unit]),
-        _ => format!("{value:.2} {}", UNITS[unit]),
-    }
-}
-
-/// Signed bytes in binary units: `+1.50 GiB`, `-20.0 MiB`.
-pub(crate) fn signed_bytes(n: i64) -> String {
-    let sign = if n < 0 { '-' } else { '+' };
-    format!("{sign}{}", bytes(n.unsigned_abs()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::bytes;
-
-    #[test]
-    fn bytes_read_in_binary_units() {
-        assert_eq!(bytes(0), "0 B");
-        assert_eq!(bytes(1023), "1023 B");
-        assert_eq!(bytes(1536), "1.50 KiB");
-        assert_eq!(bytes(20 << 20), "20.0 MiB");
-        assert_eq!(bytes(61_111_009_280), "56.9 GiB");
-        assert_eq!(bytes(300 << 30), "300 GiB");
     }
 }

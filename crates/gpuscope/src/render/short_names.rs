@@ -1,8 +1,14 @@
-//! Short forms of names that can run to thousands of characters (CUDA kernels' C++
-//! signatures, operators with their input shapes) for the cells of HTML tables
-//! ([`super::html::table_of_names`]), which keep the whole name in the cell's `title`.
-//! The text reports' kernel column shortens harder, to a fixed width
-//! (`render::trace::short_name`).
+//! Every way gpuscope writes a long name short, in one place. The outputs differ on
+//! purpose, each for its column:
+//!
+//! - [`short_names`]: the cells of HTML tables ([`super::html::table_of_names`]), which
+//!   keep the whole name in the cell's `title`: arguments collapsed, then a cut in the
+//!   middle, names that would read alike kept apart;
+//! - [`bare_name`]: the text reports' kernel column, harder: without templates and
+//!   parameters at all;
+//! - [`clip`]: a text cell of fixed width, cut at its end;
+//! - [`clip_left`]: a stack frame in a text cell, cut at its start so that the file and
+//!   line stay.
 
 use std::collections::HashMap;
 
@@ -206,6 +212,58 @@ fn common_prefix(a: &[char], b: &[char]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
+/// `name` cut to `width` characters, an ellipsis marking the cut.
+pub(crate) fn clip(name: &str, width: usize) -> String {
+    if name.chars().count() <= width {
+        name.to_owned()
+    } else {
+        name.chars()
+            .take(width.saturating_sub(1))
+            .chain(['…'])
+            .collect()
+    }
+}
+
+/// `site` cut to `width` characters from the left, so that its end stays: a stack
+/// frame's file name and line, `…/train.py:40 step`.
+pub(crate) fn clip_left(site: &str, width: usize) -> String {
+    let n = site.chars().count();
+    if n <= width {
+        return site.to_owned();
+    }
+    let kept: String = site.chars().skip(n - width + 1).collect();
+    format!("…{kept}")
+}
+
+/// A kernel's name without its return type, template arguments and parameters, which
+/// make a C++ kernel name hundreds of characters long, for the text reports' fixed-width
+/// kernel column:
+/// `void at::native::elementwise_kernel<128, 4, …>(int, …)` → `at::native::elementwise_kernel`.
+pub(crate) fn bare_name(name: &str) -> String {
+    let name = name.strip_prefix("void ").unwrap_or(name);
+    let mut depth = 0usize;
+    let mut out = String::new();
+    let mut previous = ' ';
+    for c in name.chars() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' if previous == '-' => {} // an arrow, `Pageable -> Device`
+            '>' | ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+        previous = c;
+    }
+    // `(anonymous namespace)` leaves an empty path segment behind.
+    let out = out.replace("::::", "::");
+    let out = out.trim();
+    if out.is_empty() {
+        name.to_owned()
+    } else {
+        out.to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,5 +341,29 @@ mod tests {
         let shown = short_names(&[&name])[0].clone().unwrap();
         assert!(shown.starts_with("train.py(45): aaa"), "{shown}");
         assert!(shown.ends_with("(807213 µs)"), "{shown}");
+    }
+
+    #[test]
+    fn kernel_names_lose_templates_and_parameters() {
+        assert_eq!(
+            bare_name("void at::native::elementwise_kernel<128, 4, at::native::F<float> >(int, F)"),
+            "at::native::elementwise_kernel"
+        );
+        assert_eq!(bare_name("Memcpy HtoD (Pageable -> Device)"), "Memcpy HtoD");
+        assert_eq!(
+            bare_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"),
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+        );
+    }
+
+    #[test]
+    fn clips_keep_the_start_or_the_end() {
+        assert_eq!(clip("abcdef", 6), "abcdef");
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(
+            clip_left("/home/u/train.py:40 step", 18),
+            "…/train.py:40 step"
+        );
+        assert_eq!(clip_left("train.py:40", 18), "train.py:40");
     }
 }

@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::allocator_verdict::{Fragmentation, Level, Verdict};
 use super::host_growth::HostGrowth;
-use crate::model::memory::{mb_signed, percent, MemoryRecord};
+use crate::model::memory::{percent, MemoryRecord};
+use crate::model::units::ByteUnit;
 
 /// Activations above this share of the categories call for checkpointing.
 pub const ACTIVATIONS_DOMINATE_PERCENT: f64 = 50.0;
@@ -109,7 +110,7 @@ pub fn advise(
         out.push(Advice::new(
             AdviceKind::HostMemoryGrowth,
             "host_mb_per_1k_iters",
-            mb_signed(h.slope_bytes_per_1k_iters),
+            ByteUnit::Mib.of_f64(h.slope_bytes_per_1k_iters),
             "host memory grows every iteration: look for Python objects kept across \
              iterations (losses stored as tensors rather than .item(), outputs or graphs in \
              lists) or caches keyed by input shape"

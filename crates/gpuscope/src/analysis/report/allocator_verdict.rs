@@ -22,6 +22,8 @@ use serde::Serialize;
 use super::trend::median;
 use crate::model::memory::{AllocatorStats, MemoryRecord};
 use crate::model::oom::OomEvent;
+use crate::model::units::ByteUnit;
+use crate::model::words::words;
 
 /// Least median share of reserved memory in inactive split blocks, at the records where
 /// the counters rose, that makes retries and OOMs fragmentation. With expandable segments
@@ -37,18 +39,19 @@ pub const LEVELS: [(f64, Level); 3] = [
     (40.0, Level::Moderate),
 ];
 
-/// The ratio's level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    /// Below 10 %.
-    Low,
-    /// 10–30 %.
-    Normal,
-    /// 30–40 %.
-    Moderate,
-    /// Above 40 %.
-    High,
+words! {
+    /// The ratio's level.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Level {
+        /// Below 10 %.
+        Low = "low",
+        /// 10–30 %.
+        Normal = "normal",
+        /// 30–40 %.
+        Moderate = "moderate",
+        /// Above 40 %.
+        High = "high",
+    }
 }
 
 impl Level {
@@ -58,16 +61,6 @@ impl Level {
             .iter()
             .find(|(below, _)| percent < *below)
             .map_or(Level::High, |(_, level)| *level)
-    }
-
-    /// The word, as in the JSON.
-    pub fn word(self) -> &'static str {
-        match self {
-            Level::Low => "low",
-            Level::Normal => "normal",
-            Level::Moderate => "moderate",
-            Level::High => "high",
-        }
     }
 }
 
@@ -227,8 +220,8 @@ fn reason(f: &Fragmentation, records: &[MemoryRecord]) -> String {
     let split = f.split_percent_at_rises.unwrap_or(0.0);
     let peaks = format!(
         "peak reserved {:.1} GiB for a peak allocated of {:.1} GiB",
-        gib(f.peak_reserved_bytes),
-        gib(f.peak_allocated_bytes)
+        ByteUnit::Gib.of(f.peak_reserved_bytes),
+        ByteUnit::Gib.of(f.peak_allocated_bytes)
     );
     match f.verdict {
         Verdict::Cache => format!(
@@ -251,12 +244,7 @@ fn reason(f: &Fragmentation, records: &[MemoryRecord]) -> String {
             "{:.1}% of reserved memory is not allocated ({}; 10–30% normal, 30–40% moderate, \
              above 40% high); without the allocator's counters (num_alloc_retries, num_ooms) \
              a cache and fragmentation cannot be told apart",
-            f.percent,
-            f.level.word()
+            f.percent, f.level
         ),
     }
-}
-
-fn gib(bytes: u64) -> f64 {
-    bytes as f64 / (1u64 << 30) as f64
 }

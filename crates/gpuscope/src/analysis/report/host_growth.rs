@@ -15,7 +15,8 @@
 use serde::Serialize;
 
 use super::leak::{series_trend, window, MIN_RECORDS};
-use crate::model::memory::{mb_signed, MemoryRecord};
+use crate::model::memory::MemoryRecord;
+use crate::model::units::ByteUnit;
 
 /// How far the growth is carried forward.
 pub const HORIZON_ITERS: f64 = 100_000.0;
@@ -101,14 +102,14 @@ pub fn host_growth(records: &[MemoryRecord]) -> Option<HostGrowth> {
              Usual causes: Python objects or autograd graphs kept across iterations (losses \
              appended without .item() or .detach()), or caches that grow with each new input \
              shape",
-            mb_signed(trend.slope_bytes_per_1k_iters),
+            ByteUnit::Mib.of_f64(trend.slope_bytes_per_1k_iters),
             trend.r2,
             projected / MIN_PROJECTED_BYTES,
         )
     } else {
         format!(
             "{name} does not grow steadily to the end ({:+.1} MB per 1000 iterations, r² {:.2})",
-            mb_signed(trend.slope_bytes_per_1k_iters),
+            ByteUnit::Mib.of_f64(trend.slope_bytes_per_1k_iters),
             trend.r2
         )
     };

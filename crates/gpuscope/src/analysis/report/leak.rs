@@ -19,7 +19,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::trend::theil_sen;
-use crate::model::memory::{mb_signed, Categories, MemoryRecord};
+use crate::model::memory::{Categories, MemoryRecord};
+use crate::model::units::ByteUnit;
 
 /// Fewest records in the window for a verdict.
 pub const MIN_RECORDS: usize = 6;
@@ -198,7 +199,7 @@ fn verdict(trends: &BTreeMap<String, SeriesTrend>) -> LeakVerdict {
             reason: format!(
                 "{category} grew {:+.1} MB per 1000 iterations, steadily (r² {:.2}) and still at \
                  the end: {}",
-                mb_signed(t.slope_bytes_per_1k_iters),
+                ByteUnit::Mib.of_f64(t.slope_bytes_per_1k_iters),
                 t.r2,
                 reading(category)
             ),
@@ -215,7 +216,7 @@ fn verdict(trends: &BTreeMap<String, SeriesTrend>) -> LeakVerdict {
                     Some(t) => format!(
                         "no category grows steadily, but the total does ({:+.1} MB per 1000 \
                          iterations): memory outside the counted categories",
-                        mb_signed(t.slope_bytes_per_1k_iters)
+                        ByteUnit::Mib.of_f64(t.slope_bytes_per_1k_iters)
                     ),
                     None => "no category grows steadily to the end of the run".into(),
                 },

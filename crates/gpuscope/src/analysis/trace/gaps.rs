@@ -80,7 +80,7 @@ pub fn largest_gaps(trace: &Trace, scope: &Scope, n: usize) -> Vec<Gap> {
                     .take(CULPRITS)
                     .map(|(overlap, _, i)| Culprit {
                         name: trace.names.get(e.name[i]).to_owned(),
-                        kind: e.kind[i].label().to_owned(),
+                        kind: e.kind[i].as_str().to_owned(),
                         overlap_us: overlap as f64 / 1000.0,
                     })
                     .collect(),

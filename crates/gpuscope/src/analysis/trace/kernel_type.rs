@@ -2,20 +2,21 @@
 //! communication, copies and memsets are memory, synchronisation is neither, the rest is
 //! computation.
 
-use serde::Serialize;
+use crate::model::words::words;
 
-/// The type of a piece of GPU work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum KernelType {
-    /// Computation kernels.
-    Computation,
-    /// Collective communication (NCCL) kernels.
-    Communication,
-    /// Copies and memsets.
-    Memory,
-    /// Synchronisation and copies named unusually: counted as busy, but not as compute.
-    Other,
+words! {
+    /// The type of a piece of GPU work, named as HTA prints it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum KernelType {
+        /// Computation kernels.
+        Computation = "COMPUTATION",
+        /// Collective communication (NCCL) kernels.
+        Communication = "COMMUNICATION",
+        /// Copies and memsets.
+        Memory = "MEMORY",
+        /// Synchronisation and copies named unusually: counted as busy, but not as compute.
+        Other = "OTHER",
+    }
 }
 
 impl KernelType {
@@ -32,16 +33,6 @@ impl KernelType {
             KernelType::Other
         } else {
             KernelType::Computation
-        }
-    }
-
-    /// Its name as HTA prints it.
-    pub fn label(self) -> &'static str {
-        match self {
-            KernelType::Computation => "COMPUTATION",
-            KernelType::Communication => "COMMUNICATION",
-            KernelType::Memory => "MEMORY",
-            KernelType::Other => "OTHER",
         }
     }
 }

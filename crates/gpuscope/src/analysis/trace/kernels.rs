@@ -49,7 +49,7 @@ pub fn type_breakdown(trace: &Trace, scope: &Scope) -> Vec<TypeTime> {
                 .iter()
                 .enumerate()
                 .filter(|(bit, _)| mask & (1 << bit) != 0)
-                .map(|(_, t)| t.label())
+                .map(|(_, t)| t.as_str())
                 .collect::<Vec<_>>()
                 .join(" overlapping "),
             sum_us: ns as f64 / 1000.0,

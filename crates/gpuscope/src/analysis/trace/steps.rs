@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::intervals::{intersection, length, merge, Interval};
 use super::kernel_type::KernelType;
 use crate::model::trace::{Kind, Trace};
+use crate::model::words::words;
 
 /// The share of a step the CPU spends in the data loader from which the input pipeline is
 /// named the bottleneck, percent.
@@ -23,17 +24,29 @@ pub const MEMORY_PERCENT: f64 = 10.0;
 /// The share of a step in communication alone from which it is named.
 pub const COMMUNICATION_PERCENT: f64 = 20.0;
 
-/// Where a step's time went, in the plugin's order of precedence.
-pub const CATEGORIES: [&str; 8] = [
-    "kernel",
-    "memcpy",
-    "memset",
-    "communication",
-    "runtime",
-    "dataloader",
-    "cpu_exec",
-    "other",
-];
+words! {
+    /// Where a step's time went, in the plugin's order of precedence: an instant goes to
+    /// the first of these that was happening then.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Category {
+        /// GPU kernels but communication.
+        Kernel = "kernel",
+        /// GPU memory copies.
+        Memcpy = "memcpy",
+        /// GPU memsets.
+        Memset = "memset",
+        /// Communication kernels (NCCL and the like).
+        Communication = "communication",
+        /// CUDA runtime and driver calls.
+        Runtime = "runtime",
+        /// CPU work in the data loader.
+        Dataloader = "dataloader",
+        /// Other CPU operators, annotations and Python functions.
+        CpuExec = "cpu_exec",
+        /// None of the above.
+        Other = "other",
+    }
+}
 
 /// One profiler step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -42,7 +55,7 @@ pub struct Step {
     pub name: String,
     /// Its duration on the CPU, µs.
     pub duration_us: f64,
-    /// µs per category, in [`CATEGORIES`] order.
+    /// µs per category, in [`Category::ALL`] order.
     pub breakdown_us: Vec<f64>,
     /// Time the CPU spent in the data loader, µs, whatever the GPU did meanwhile.
     pub dataloader_cpu_us: f64,
@@ -50,10 +63,9 @@ pub struct Step {
 
 impl Step {
     /// The share of the step in `category`, percent.
-    pub fn percent(&self, category: &str) -> f64 {
-        let at = CATEGORIES.iter().position(|c| *c == category).unwrap_or(0);
+    pub fn percent(&self, category: Category) -> f64 {
         if self.duration_us > 0.0 {
-            self.breakdown_us[at] * 100.0 / self.duration_us
+            self.breakdown_us[category as usize] * 100.0 / self.duration_us
         } else {
             0.0
         }
@@ -71,23 +83,44 @@ impl Step {
     /// The share of the step in which the GPU did nothing, percent.
     pub fn gpu_idle_percent(&self) -> f64 {
         100.0
-            - ["kernel", "memcpy", "memset", "communication"]
-                .iter()
-                .map(|c| self.percent(c))
-                .sum::<f64>()
+            - [
+                Category::Kernel,
+                Category::Memcpy,
+                Category::Memset,
+                Category::Communication,
+            ]
+            .into_iter()
+            .map(|c| self.percent(c))
+            .sum::<f64>()
     }
 }
 
 /// A recommendation and the figure that triggered it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
-    /// `input_pipeline`, `gpu_starved`, `launch_overhead`, `data_movement`,
-    /// `communication`.
-    pub kind: &'static str,
+    /// What it is about.
+    pub kind: VerdictKind,
     /// The figure, percent of the mean step.
     pub percent: f64,
     /// What it means and what to do.
     pub advice: String,
+}
+
+words! {
+    /// What a step verdict is about.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum VerdictKind {
+        /// The CPU waits on the data loader.
+        InputPipeline = "input_pipeline",
+        /// The GPU is idle much of each step.
+        GpuStarved = "gpu_starved",
+        /// CUDA runtime calls take much of each step.
+        LaunchOverhead = "launch_overhead",
+        /// Copies and memsets take much of each step.
+        DataMovement = "data_movement",
+        /// Communication alone takes much of each step.
+        Communication = "communication",
+    }
 }
 
 /// The steps and what they say.
@@ -119,7 +152,7 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
         .map(|&(start, end, name)| {
             let window = [(start, end)];
             let mut assigned: Vec<Interval> = Vec::new();
-            let mut breakdown_us = Vec::with_capacity(CATEGORIES.len());
+            let mut breakdown_us = Vec::with_capacity(Category::ALL.len());
             for class in &classes {
                 let inside = clip(class, start, end);
                 let new = length(&inside) - intersection(&inside, &assigned);
@@ -131,7 +164,12 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
                 name: trace.names.get(name).to_owned(),
                 duration_us: (end - start) as f64 / 1000.0,
                 breakdown_us,
-                dataloader_cpu_us: length(&clip(&classes[DATALOADER], start, end)) as f64 / 1000.0,
+                dataloader_cpu_us: length(&clip(
+                    &classes[Category::Dataloader as usize],
+                    start,
+                    end,
+                )) as f64
+                    / 1000.0,
             }
         })
         .collect();
@@ -139,7 +177,7 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
     let mean = Step {
         name: "mean".into(),
         duration_us: steps.iter().map(|s| s.duration_us).sum::<f64>() / n,
-        breakdown_us: (0..CATEGORIES.len())
+        breakdown_us: (0..Category::ALL.len())
             .map(|c| steps.iter().map(|s| s.breakdown_us[c]).sum::<f64>() / n)
             .collect(),
         dataloader_cpu_us: steps.iter().map(|s| s.dataloader_cpu_us).sum::<f64>() / n,
@@ -152,32 +190,29 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
     })
 }
 
-/// Index of the data loader in [`CATEGORIES`].
-const DATALOADER: usize = 5;
-
 /// The busy intervals of each category but "other", in precedence order.
 fn classes(trace: &Trace) -> Vec<Vec<Interval>> {
     let e = &trace.events;
-    let mut classes: Vec<Vec<Interval>> = vec![Vec::new(); CATEGORIES.len() - 1];
+    let mut classes: Vec<Vec<Interval>> = vec![Vec::new(); Category::ALL.len() - 1];
     // What each name says, worked out once per name: the events are many, the names few.
     let mut said: Vec<Option<Said>> = vec![None; trace.names.len()];
     for i in 0..e.len() {
         let name = e.name[i];
         let said = *said[name as usize].get_or_insert_with(|| Said::of(trace.names.get(name)));
         let class = match e.kind[i] {
-            Kind::Kernel if said.communication => 3,
-            Kind::Kernel => 0,
-            Kind::Memcpy => 1,
-            Kind::Memset => 2,
-            Kind::Runtime | Kind::Driver => 4,
+            Kind::Kernel if said.communication => Category::Communication,
+            Kind::Kernel => Category::Kernel,
+            Kind::Memcpy => Category::Memcpy,
+            Kind::Memset => Category::Memset,
+            Kind::Runtime | Kind::Driver => Category::Runtime,
             _ if said.step => continue,
             Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction if said.dataloader => {
-                DATALOADER
+                Category::Dataloader
             }
-            Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction => 6,
+            Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction => Category::CpuExec,
             _ => continue,
         };
-        classes[class].push((e.ts[i], e.end(i)));
+        classes[class as usize].push((e.ts[i], e.end(i)));
     }
     classes.into_iter().map(merge).collect()
 }
@@ -213,7 +248,7 @@ fn clip(intervals: &[Interval], start: i64, end: i64) -> Vec<Interval> {
         .collect()
 }
 
-type Threshold = (&'static str, f64, f64, fn(f64) -> String);
+type Threshold = (VerdictKind, f64, f64, fn(f64) -> String);
 
 /// The verdicts on the mean step; those about the GPU only when there is one.
 fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
@@ -222,7 +257,7 @@ fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
     let idle = mean.gpu_idle_percent();
     if dataloader >= DATALOADER_PERCENT {
         out.push(Verdict {
-            kind: "input_pipeline",
+            kind: VerdictKind::InputPipeline,
             percent: dataloader,
             advice: format!(
                 "the CPU is in the data loader {dataloader:.0} % of each step (the loader \
@@ -238,30 +273,30 @@ fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
         });
     } else if gpu && idle >= GPU_IDLE_PERCENT {
         out.push(Verdict {
-            kind: "gpu_starved",
+            kind: VerdictKind::GpuStarved,
             percent: idle,
-            advice: if mean.percent("other") >= GPU_IDLE_PERCENT {
+            advice: if mean.percent(Category::Other) >= GPU_IDLE_PERCENT {
                 format!(
                     "the GPU is idle {idle:.0} % of each step and for {:.0} % of it the \
                      profiler saw nothing run on the CPU either: time outside its events \
                      (torch.compile compiling, waiting on I/O or another process, a sleep)",
-                    mean.percent("other")
+                    mean.percent(Category::Other)
                 )
             } else {
                 format!(
                     "the GPU is idle {idle:.0} % of each step while the CPU runs operators \
                      ({:.0} %) and runtime calls ({:.0} %): host-side work or \
                      synchronisation (.item(), .cpu(), printing tensors) holds it back",
-                    mean.percent("cpu_exec"),
-                    mean.percent("runtime")
+                    mean.percent(Category::CpuExec),
+                    mean.percent(Category::Runtime)
                 )
             },
         });
     }
     let thresholds: [Threshold; 3] = [
         (
-            "launch_overhead",
-            mean.percent("runtime"),
+            VerdictKind::LaunchOverhead,
+            mean.percent(Category::Runtime),
             RUNTIME_PERCENT,
             |p| {
                 format!(
@@ -271,8 +306,8 @@ fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
             },
         ),
         (
-            "data_movement",
-            mean.percent("memcpy") + mean.percent("memset"),
+            VerdictKind::DataMovement,
+            mean.percent(Category::Memcpy) + mean.percent(Category::Memset),
             MEMORY_PERCENT,
             |p| {
                 format!(
@@ -282,8 +317,8 @@ fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
             },
         ),
         (
-            "communication",
-            mean.percent("communication"),
+            VerdictKind::Communication,
+            mean.percent(Category::Communication),
             COMMUNICATION_PERCENT,
             |p| {
                 format!(

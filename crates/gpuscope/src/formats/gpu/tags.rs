@@ -3,7 +3,7 @@
 //! MB (2^20 bytes); a figure that was not measured is left out, never written as 0.
 
 use crate::model::gpu::Sample;
-use crate::model::memory::mb;
+use crate::model::units::ByteUnit;
 
 /// `(tag, value)` for every measured figure of `sample`.
 pub fn sample_scalars(sample: &Sample) -> Vec<(String, f64)> {
@@ -12,7 +12,7 @@ pub fn sample_scalars(sample: &Sample) -> Vec<(String, f64)> {
         let i = gpu.index;
         out.push((
             format!("GPU/{i}/memory_used_MB"),
-            gpu.memory_used_bytes.map(mb),
+            gpu.memory_used_bytes.map(|b| ByteUnit::Mib.of(b)),
         ));
         out.push((format!("GPU/{i}/memory_percent"), gpu.memory_percent()));
         out.push((
@@ -24,14 +24,20 @@ pub fn sample_scalars(sample: &Sample) -> Vec<(String, f64)> {
     }
     let host = &sample.host;
     out.push(("Host/cpu_percent".into(), host.cpu_percent));
-    out.push(("Host/ram_used_MB".into(), host.ram_used_bytes.map(mb)));
+    out.push((
+        "Host/ram_used_MB".into(),
+        host.ram_used_bytes.map(|b| ByteUnit::Mib.of(b)),
+    ));
     out.push(("Host/ram_percent".into(), host.ram_percent()));
     if let Some(tree) = &sample.tree {
-        out.push(("Host/command_rss_MB".into(), tree.rss_bytes.map(mb)));
+        out.push((
+            "Host/command_rss_MB".into(),
+            tree.rss_bytes.map(|b| ByteUnit::Mib.of(b)),
+        ));
         out.push(("Host/command_cpu_percent".into(), tree.cpu_percent));
         out.push((
             "GPU/command_memory_MB".into(),
-            tree.gpu_memory_bytes.map(mb),
+            tree.gpu_memory_bytes.map(|b| ByteUnit::Mib.of(b)),
         ));
     }
     out.into_iter()

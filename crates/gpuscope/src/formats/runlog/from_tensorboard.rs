@@ -11,8 +11,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::memory::{bytes_from_mb, AllocatorStats, MemoryRecord};
+use crate::model::memory::{AllocatorStats, MemoryRecord};
 use crate::model::tensorboard::Series;
+use crate::model::units::ByteUnit;
 
 /// What one tag says about a record.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,7 +139,7 @@ pub fn records_from_series<'a>(series: impl IntoIterator<Item = &'a Series>) -> 
 
 fn apply(g: &mut Gathered, field: &Field, value: f64) {
     let r = &mut g.record;
-    let bytes = bytes_from_mb(value);
+    let bytes = ByteUnit::Mib.to_bytes(value);
     let count = value.max(0.0).round() as u64;
     match field {
         Field::Category(name) => {
@@ -157,8 +158,8 @@ fn apply(g: &mut Gathered, field: &Field, value: f64) {
         Field::CensusMb => g.census = Some(bytes),
         Field::AllocatedMb => g.allocated = Some(bytes),
         Field::ReservedMb => g.reserved = Some(bytes),
-        Field::AllocatedGb => g.allocated = Some(bytes_from_mb(value * 1024.0)),
-        Field::ReservedGb => g.reserved = Some(bytes_from_mb(value * 1024.0)),
+        Field::AllocatedGb => g.allocated = Some(ByteUnit::Mib.to_bytes(value * 1024.0)),
+        Field::ReservedGb => g.reserved = Some(ByteUnit::Mib.to_bytes(value * 1024.0)),
         Field::PeakAllocatedMb => allocator(r).peak_allocated_bytes = bytes,
         Field::PeakReservedMb => allocator(r).peak_reserved_bytes = bytes,
         Field::InactiveSplitPercent => g.inactive_split_percent = Some(value),

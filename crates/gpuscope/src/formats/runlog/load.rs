@@ -16,6 +16,7 @@ use crate::formats::tfevents::reader::is_event_file_name;
 use crate::model::health::NonfiniteEvent;
 use crate::model::memory::MemoryRecord;
 use crate::model::oom::OomEvent;
+use crate::model::tensorboard::DataKind;
 use crate::{Error, Result};
 
 /// The records of one process (rank) of a run, and where they came from.
@@ -221,7 +222,7 @@ fn read_tensorboard(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Ve
                 records: records_from_series(
                     data.series
                         .iter()
-                        .filter(|s| s.run == *run && s.kind == "scalar"),
+                        .filter(|s| s.run == *run && s.kind == DataKind::Scalar),
                 ),
                 skipped,
                 nonfinite: Vec::new(),

@@ -10,7 +10,8 @@ use rayon::prelude::*;
 use chrono::TimeZone;
 
 use crate::formats::runlog::text_block::TOP_LARGE;
-use crate::model::memory::{bytes_from_mb, AllocatorStats, Categories, LargeTensor, MemoryRecord};
+use crate::model::memory::{AllocatorStats, Categories, LargeTensor, MemoryRecord};
+use crate::model::units::ByteUnit;
 
 /// A line that was not used, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,7 +259,7 @@ impl Block {
         } else if let Some(rest) = line.strip_prefix("Large Tensors (>") {
             let (threshold, count) = rest.split_once("MB): ").ok_or("bad Large Tensors line")?;
             record.large_threshold_bytes =
-                bytes_from_mb(threshold.parse().map_err(|_| "bad threshold")?);
+                ByteUnit::Mib.to_bytes(threshold.parse().map_err(|_| "bad threshold")?);
             record.large_tensor_count = count.trim().parse().map_err(|_| "bad large count")?;
             self.section = Section::Large;
         } else {
@@ -301,11 +302,11 @@ impl Block {
         record.census_bytes = record.categories_bytes.total();
         if self.cpu_census {
             record.device = "cpu".into();
-            record.census_bytes = bytes_from_mb(allocated);
+            record.census_bytes = ByteUnit::Mib.to_bytes(allocated);
         } else {
             record.allocator = Some(AllocatorStats {
-                allocated_bytes: bytes_from_mb(allocated),
-                reserved_bytes: bytes_from_mb(reserved),
+                allocated_bytes: ByteUnit::Mib.to_bytes(allocated),
+                reserved_bytes: ByteUnit::Mib.to_bytes(reserved),
                 ..AllocatorStats::default()
             });
         }
@@ -337,7 +338,7 @@ fn allocated_line(line: &str) -> Option<(f64, f64)> {
 fn named_mb(line: &str) -> Option<(String, u64)> {
     let (name, value) = line.split_once(':')?;
     let value: f64 = value.trim().strip_suffix("MB")?.trim().parse().ok()?;
-    Some((name.trim().to_owned(), bytes_from_mb(value)))
+    Some((name.trim().to_owned(), ByteUnit::Mib.to_bytes(value)))
 }
 
 fn set_category(c: &mut Categories, name: &str, bytes: u64) -> Result<(), String> {
@@ -371,7 +372,7 @@ fn large_line(line: &str) -> Option<LargeTensor> {
         .map(|d| d.parse().ok())
         .collect::<Option<Vec<i64>>>()?;
     Some(LargeTensor {
-        bytes: bytes_from_mb(mb),
+        bytes: ByteUnit::Mib.to_bytes(mb),
         shape,
         dtype: dtype.to_owned(),
         device: String::new(),

@@ -2,8 +2,9 @@
 //! (`TensorProfiling/...`, `Loss/...`), allocator figures under `Memory/` and process
 //! figures under `System/`; and the custom-scalars layout that groups them into charts.
 
-use crate::model::memory::{mb, MemoryRecord};
+use crate::model::memory::MemoryRecord;
 use crate::model::tensorboard::{Chart, ChartContent, ChartGroup};
+use crate::model::units::ByteUnit;
 
 /// How many modules get a TensorBoard tag per record: the largest.
 pub const MODULE_TAGS: usize = 16;
@@ -11,6 +12,8 @@ pub const MODULE_TAGS: usize = 16;
 /// (tag, value) for every figure of `record` that was measured; nothing for what was not
 /// (a CPU run has no allocator figures, rather than zeros).
 pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
+    // The tags' MB are 2^20 bytes, as the text log's.
+    let mb = |bytes: u64| ByteUnit::Mib.of(bytes);
     let mut out = Vec::with_capacity(32);
     let mut push = |tag: String, value: f64| out.push((tag, value));
     for (name, bytes) in record.categories_bytes.measured() {

@@ -5,7 +5,8 @@
 
 use std::fmt::Write;
 
-use crate::model::memory::{mb, MemoryRecord};
+use crate::model::memory::MemoryRecord;
+use crate::model::units::ByteUnit;
 
 const RULE: &str =
     "================================================================================";
@@ -33,8 +34,8 @@ pub fn format_block(record: &MemoryRecord, local_time: &str) -> String {
     let _ = writeln!(
         out,
         "Allocated: {:.2} MB | Reserved: {:.2} MB | Fragmentation: {fragmentation:.1}%",
-        mb(allocated),
-        mb(reserved),
+        ByteUnit::Mib.of(allocated),
+        ByteUnit::Mib.of(reserved),
     );
     if record.allocator.is_none() {
         let _ = writeln!(
@@ -47,20 +48,20 @@ pub fn format_block(record: &MemoryRecord, local_time: &str) -> String {
     let mut categories = record.categories_bytes.measured();
     categories.sort_by_key(|c| std::cmp::Reverse(c.1));
     for (name, bytes) in categories {
-        let _ = writeln!(out, "  {name:<15}: {:8.2} MB", mb(bytes));
+        let _ = writeln!(out, "  {name:<15}: {:8.2} MB", ByteUnit::Mib.of(bytes));
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "Data Types:");
     let mut dtypes: Vec<_> = record.dtypes_bytes.iter().collect();
     dtypes.sort_by_key(|d| std::cmp::Reverse(*d.1));
     for (name, bytes) in dtypes {
-        let _ = writeln!(out, "  {name:<15}: {:8.2} MB", mb(*bytes));
+        let _ = writeln!(out, "  {name:<15}: {:8.2} MB", ByteUnit::Mib.of(*bytes));
     }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
         "Large Tensors (>{}MB): {}",
-        (mb(record.large_threshold_bytes) * 1000.0).round() / 1000.0,
+        (ByteUnit::Mib.of(record.large_threshold_bytes) * 1000.0).round() / 1000.0,
         record.large_tensor_count
     );
     if !record.large_tensors.is_empty() {
@@ -69,7 +70,7 @@ pub fn format_block(record: &MemoryRecord, local_time: &str) -> String {
             let _ = writeln!(
                 out,
                 "  {:8.2} MB | shape={} | dtype={}",
-                mb(t.bytes),
+                ByteUnit::Mib.of(t.bytes),
                 python_tuple(&t.shape),
                 t.dtype
             );

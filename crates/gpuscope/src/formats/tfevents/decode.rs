@@ -7,7 +7,8 @@ use prost::Message;
 
 use super::proto::{self, dtype, ValueKind, What};
 use crate::model::tensorboard::{
-    Chart, ChartContent, ChartGroup, Event, EventBody, Histogram, MarginSeries, Value, ValueData,
+    Chart, ChartContent, ChartGroup, DataKind, Event, EventBody, EventKind, Histogram,
+    MarginSeries, Value, ValueData,
 };
 
 /// Decodes one record's bytes; `Err` carries protobuf's reason.
@@ -17,11 +18,11 @@ pub fn decode_event(data: &[u8]) -> Result<Event, prost::DecodeError> {
         None => EventBody::Empty,
         Some(What::FileVersion(v)) => EventBody::FileVersion(v),
         Some(What::Summary(s)) => EventBody::Summary(s.value.into_iter().map(value).collect()),
-        Some(What::GraphDef(_)) => EventBody::Other("graph_def"),
-        Some(What::LogMessage(_)) => EventBody::Other("log_message"),
-        Some(What::SessionLog(_)) => EventBody::Other("session_log"),
-        Some(What::TaggedRunMetadata(_)) => EventBody::Other("tagged_run_metadata"),
-        Some(What::MetaGraphDef(_)) => EventBody::Other("meta_graph_def"),
+        Some(What::GraphDef(_)) => EventBody::Other(EventKind::GraphDef),
+        Some(What::LogMessage(_)) => EventBody::Other(EventKind::LogMessage),
+        Some(What::SessionLog(_)) => EventBody::Other(EventKind::SessionLog),
+        Some(What::TaggedRunMetadata(_)) => EventBody::Other(EventKind::TaggedRunMetadata),
+        Some(What::MetaGraphDef(_)) => EventBody::Other(EventKind::MetaGraphDef),
     };
     Ok(Event {
         wall_time: event.wall_time,
@@ -40,11 +41,13 @@ fn value(v: proto::SummaryValue) -> Value {
     let data = match v.value {
         Some(ValueKind::SimpleValue(x)) => ValueData::Scalar(f64::from(x)),
         Some(ValueKind::Histo(h)) => ValueData::Histogram(histogram(h)),
-        Some(ValueKind::Image(_)) => ValueData::Other("image"),
-        Some(ValueKind::Audio(_)) => ValueData::Other("audio"),
-        Some(ValueKind::ObsoleteOldStyleHistogram(_)) => ValueData::Other("histogram_old_style"),
+        Some(ValueKind::Image(_)) => ValueData::Other(DataKind::Image),
+        Some(ValueKind::Audio(_)) => ValueData::Other(DataKind::Audio),
+        Some(ValueKind::ObsoleteOldStyleHistogram(_)) => {
+            ValueData::Other(DataKind::HistogramOldStyle)
+        }
         Some(ValueKind::Tensor(t)) => tensor(plugin, t),
-        None => ValueData::Other("empty"),
+        None => ValueData::Other(DataKind::Empty),
     };
     Value { tag: v.tag, data }
 }
@@ -75,14 +78,14 @@ fn tensor(plugin: &str, t: proto::TensorProto) -> ValueData {
             .first()
             .and_then(|bytes| proto::Layout::decode(bytes.as_slice()).ok())
             .map(|layout| ValueData::CustomScalarsLayout(layout_groups(layout)))
-            .unwrap_or(ValueData::Other("custom_scalars")),
-        "histograms" => ValueData::Other("histogram_tensor"),
-        "images" => ValueData::Other("image"),
-        "audio" => ValueData::Other("audio"),
+            .unwrap_or(ValueData::Other(DataKind::CustomScalars)),
+        "histograms" => ValueData::Other(DataKind::HistogramTensor),
+        "images" => ValueData::Other(DataKind::Image),
+        "audio" => ValueData::Other(DataKind::Audio),
         // The scalars plugin, or an unlabelled tensor holding exactly one number.
         _ => match rank0_number(&t) {
             Some(x) if plugin == "scalars" || plugin.is_empty() => ValueData::Scalar(x),
-            _ => ValueData::Other("tensor"),
+            _ => ValueData::Other(DataKind::Tensor),
         },
     }
 }

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use super::reader::{find_event_files, EventFile, EventReader};
 use crate::model::tensorboard::{
-    Event, EventBody, FileSummary, HistogramSummary, Histograms, LogData, Point, Series, TextPoint,
-    Value, ValueData,
+    DataKind, Event, EventBody, FileSummary, HistogramSummary, Histograms, LogData, Point, Series,
+    TextPoint, Value, ValueData,
 };
 use crate::{Error, Result};
 
@@ -129,7 +129,10 @@ impl<'a> Builder<'a> {
             match reader.next_event() {
                 Ok(Some(event)) => {
                     summary.records += 1;
-                    *summary.event_kinds.entry(event.body.kind()).or_default() += 1;
+                    *summary
+                        .event_kinds
+                        .entry(event.body.kind().as_str())
+                        .or_default() += 1;
                     self.add(&summary.run, event);
                 }
                 Ok(None) => break,
@@ -183,7 +186,7 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn series(&mut self, run: &str, tag: &str, kind: &'static str) -> &mut Series {
+    fn series(&mut self, run: &str, tag: &str, kind: DataKind) -> &mut Series {
         let by_tag = match self.index.get_mut(run) {
             Some(by_tag) => by_tag,
             None => self.index.entry(run.to_owned()).or_default(),

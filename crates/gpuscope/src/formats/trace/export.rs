@@ -110,10 +110,10 @@ pub fn kernels(t: &TraceFile) -> Table {
         columns: vec![
             ("rank", rows.ints(|_| Some(tr.rank.into()))),
             ("name", rows.texts(|i| tr.names.get(e.name[i]).to_owned())),
-            ("kind", rows.texts(|i| e.kind[i].label().to_owned())),
+            ("kind", rows.texts(|i| e.kind[i].as_str().to_owned())),
             (
                 "kernel_type",
-                rows.texts(|i| KernelType::of(tr.names.get(e.name[i])).label().to_owned()),
+                rows.texts(|i| KernelType::of(tr.names.get(e.name[i])).as_str().to_owned()),
             ),
             ("ts_ns", rows.ints(|i| Some(e.ts[i]))),
             ("dur_ns", rows.ints(|i| Some(e.dur[i]))),

@@ -14,13 +14,15 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::analysis::memory_timeline::CategoryTimeline;
+use crate::render::units::{figure, ByteUnit};
 use crate::render::{unsupported, Format, Render};
 
 /// JSON schema name and version of [`json`]'s output.
 pub const SCHEMA: &str = "gpuscope.memory-timeline/1";
 
+/// The figures in MB of 2^20 bytes, one decimal, as the other memory outputs.
 fn mb(bytes: i64) -> String {
-    format!("{:.1}", bytes as f64 / (1u64 << 20) as f64)
+    figure(bytes as f64, ByteUnit::Mib, 1)
 }
 
 #[derive(Serialize)]

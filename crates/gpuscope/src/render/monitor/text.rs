@@ -4,25 +4,18 @@
 
 use crate::analysis::gpu_peaks::Peaks;
 use crate::model::gpu::{share, GpuSample, HostSample, Sample, TreeSample};
-use crate::render::{bytes, clip, right_align, table, write_table};
+use crate::render::short_names::clip;
+use crate::render::units::{bytes, compact_bytes, in_unit, ByteUnit};
+use crate::render::{right_align, table, write_table};
 use std::io::{self, Write};
 
 /// `15.6 GB`: bytes in GB of 2^30, one decimal.
 fn gb(n: u64) -> String {
-    format!("{:.1} GB", n as f64 / (1u64 << 30) as f64)
+    in_unit(n, ByteUnit::Gib)
 }
 
 fn or_na<T>(value: Option<T>, show: impl FnOnce(T) -> String) -> String {
     value.map_or_else(|| "n/a".to_owned(), show)
-}
-
-/// Bytes in at most five characters, for the `--watch` table: `10.5G`, `389M`.
-fn short(n: u64) -> String {
-    if n >= 1 << 30 {
-        format!("{:.1}G", n as f64 / (1u64 << 30) as f64)
-    } else {
-        format!("{}M", (n as f64 / (1u64 << 20) as f64).round())
-    }
 }
 
 /// `a / b (p%)` with `n/a` for what is unknown.
@@ -146,7 +139,11 @@ pub fn watch(sample: &Sample, width: u16, out: &mut dyn Write) -> io::Result<()>
                 .map(|p| {
                     let name = p.name.as_deref().unwrap_or("?");
                     let name = name.rsplit('/').next().unwrap_or(name);
-                    format!("{name} {} {}", p.pid, or_na(p.used_memory_bytes, short))
+                    format!(
+                        "{name} {} {}",
+                        p.pid,
+                        or_na(p.used_memory_bytes, compact_bytes)
+                    )
                 })
                 .collect();
             t.add_row([
@@ -156,8 +153,8 @@ pub fn watch(sample: &Sample, width: u16, out: &mut dyn Write) -> io::Result<()>
                 or_na(g.utilization_percent, |u| format!("{u:.0}%")),
                 format!(
                     "{}/{}",
-                    or_na(g.memory_used_bytes, short),
-                    or_na(g.memory_total_bytes, short)
+                    or_na(g.memory_used_bytes, compact_bytes),
+                    or_na(g.memory_total_bytes, compact_bytes)
                 ),
                 or_na(g.power_w, |p| format!("{p:.0}W")),
                 processes.join("\n"),

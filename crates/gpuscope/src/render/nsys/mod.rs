@@ -14,7 +14,8 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::analysis::nsys::{DeviceUsage, DurationStats, NsysReport, SizeStats};
-use crate::render::{bytes, clip};
+use crate::render::short_names::clip;
+use crate::render::units::{bytes, figure, ByteUnit};
 use crate::render::{unsupported, Format, Render};
 
 /// JSON schema name and version of [`json`]'s output.
@@ -266,7 +267,7 @@ pub(crate) fn parts(r: &NsysReport, wide: bool, name_chars: usize) -> Vec<Part> 
 }
 
 fn size_cells(s: &SizeStats, count: u64, operation: &str) -> Vec<String> {
-    let mb = |b: i64| format!("{:.3}", b as f64 / 1e6);
+    let mb = |b: i64| figure(b as f64, ByteUnit::DecimalMb, 3);
     vec![
         mb(s.total_bytes),
         count.to_string(),

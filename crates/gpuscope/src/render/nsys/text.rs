@@ -3,7 +3,9 @@
 
 use super::{device_name, parts, Table, NAME_CHARS};
 use crate::analysis::nsys::{DeviceUsage, NsysReport};
-use crate::render::{bytes, clip, paragraph, right_align, table, write_table};
+use crate::render::short_names::clip;
+use crate::render::units::bytes;
+use crate::render::{paragraph, right_align, table, write_table};
 use std::io::{self, Write};
 
 /// Width from which text also shows kernels' grid and block dimensions.

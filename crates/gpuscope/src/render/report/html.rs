@@ -16,8 +16,10 @@ use crate::analysis::report::spread::RankSpread;
 use crate::analysis::report::summary::Figures;
 use crate::analysis::report::timeline::{Timeline, Unit};
 use crate::analysis::report::{Report, RunReport};
-use crate::model::memory::{mb, mb_signed, percent};
+use crate::model::memory::percent;
+use crate::model::units::ByteUnit;
 use crate::render::html::{page_end, page_start, table};
+use crate::render::units::in_unit;
 
 use super::health::{gradients_table, nonfinite_list, sections_table};
 use super::text::{caught_oom, verdict_word};
@@ -116,7 +118,7 @@ fn run_section(page: &mut String, run: &RunReport) {
     let threshold = s
         .end
         .large_threshold_bytes
-        .map(|b| format!(" (&gt;{:.0} MB)", mb(b)))
+        .map(|b| format!(" (&gt;{:.0} MB)", ByteUnit::Mib.of(b)))
         .unwrap_or_default();
     let _ = write!(
         page,
@@ -140,7 +142,7 @@ fn run_section(page: &mut String, run: &RunReport) {
              iterations from {} towards the device's {}",
             e.iteration,
             e.series,
-            mb_signed(e.slope_bytes_per_1k_iters),
+            ByteUnit::Mib.of_f64(e.slope_bytes_per_1k_iters),
             mb_text(e.current_bytes),
             mb_text(e.device_total_bytes)
         );
@@ -409,7 +411,7 @@ fn trends_table(page: &mut String, run: &RunReport) {
         .map(|(name, t)| {
             vec![
                 name.clone(),
-                format!("{:+.2}", mb_signed(t.slope_bytes_per_1k_iters)),
+                format!("{:+.2}", ByteUnit::Mib.of_f64(t.slope_bytes_per_1k_iters)),
                 if t.flat {
                     "flat".to_owned()
                 } else {
@@ -450,8 +452,11 @@ fn phases_table(page: &mut String, run: &RunReport) {
         .iter()
         .map(|s| {
             let memory = match s.allocated_change_bytes {
-                Some(b) => format!("allocated {:+.1} MB", mb_signed(b as f64)),
-                None => format!("census {:+.1} MB", mb_signed(s.census_change_bytes as f64)),
+                Some(b) => format!("allocated {:+.1} MB", ByteUnit::Mib.of_f64(b as f64)),
+                None => format!(
+                    "census {:+.1} MB",
+                    ByteUnit::Mib.of_f64(s.census_change_bytes as f64)
+                ),
             };
             vec![
                 s.iteration.to_string(),
@@ -539,6 +544,7 @@ fn comparison_section(page: &mut String, c: &Comparison) {
     }
 }
 
+/// The report's figures: MB of 2^20 bytes, one decimal, as the text logs write them.
 fn mb_text(bytes: u64) -> String {
-    format!("{:.1} MB", mb(bytes))
+    in_unit(bytes, ByteUnit::Mib)
 }

@@ -14,12 +14,14 @@ use crate::analysis::report::sections::SectionTrend;
 use crate::analysis::report::spread::RankSpread;
 use crate::analysis::report::summary::Figures;
 use crate::analysis::report::{Report, RunReport};
-use crate::model::memory::{mb, mb_signed, percent};
+use crate::model::memory::percent;
 use crate::model::oom::OomEvent;
+use crate::model::units::ByteUnit;
 
 use super::health::{event_line, sci, verdict};
 use super::timeline;
-use crate::render::{bytes, paragraph, right_align, table, unbroken, write_table};
+use crate::render::units::{bytes, in_unit};
+use crate::render::{paragraph, right_align, table, unbroken, write_table};
 
 /// Modules listed in the gradient table; the ones that vanish or explode come first.
 const MODULE_ROWS: usize = 12;
@@ -49,8 +51,8 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
             (Some(x), Some(y)) => writeln!(
                 out,
                 "Memory Allocated:         Start: {:.1} MB  →  End: {:.1} MB",
-                mb(x),
-                mb(y)
+                ByteUnit::Mib.of(x),
+                ByteUnit::Mib.of(y)
             )?,
             _ => writeln!(
                 out,
@@ -61,8 +63,8 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
             writeln!(
                 out,
                 "Memory Reserved:          Start: {:.1} MB  →  End: {:.1} MB",
-                mb(x),
-                mb(y)
+                ByteUnit::Mib.of(x),
+                ByteUnit::Mib.of(y)
             )?;
         }
         if let (Some(x), Some(y)) = (a.fragmentation_percent, b.fragmentation_percent) {
@@ -74,8 +76,8 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
         writeln!(
             out,
             "Census:                   Start: {:.1} MB  →  End: {:.1} MB",
-            mb(a.census_bytes),
-            mb(b.census_bytes)
+            ByteUnit::Mib.of(a.census_bytes),
+            ByteUnit::Mib.of(b.census_bytes)
         )?;
         writeln!(
             out,
@@ -105,10 +107,10 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
             let line = format!(
                 "Out of memory: at {:+.1} MB per 1000 iterations, {} ({:.1} MB now) reaches \
                  the device's {:.1} MB near iteration {}",
-                mb_signed(e.slope_bytes_per_1k_iters),
+                ByteUnit::Mib.of_f64(e.slope_bytes_per_1k_iters),
                 e.series,
-                mb(e.current_bytes),
-                mb(e.device_total_bytes),
+                ByteUnit::Mib.of(e.current_bytes),
+                ByteUnit::Mib.of(e.device_total_bytes),
                 e.iteration
             );
             paragraph(out, &line, width)?;
@@ -217,8 +219,8 @@ fn spread(out: &mut dyn Write, s: &RankSpread) -> io::Result<()> {
         writeln!(
             out,
             "  {name:<24} {:>18} {:>18} {:>6.1}%",
-            format!("{:.1} MB (r{})", mb(f.min_bytes), f.min_rank),
-            format!("{:.1} MB (r{})", mb(f.max_bytes), f.max_rank),
+            format!("{} (r{})", in_unit(f.min_bytes, ByteUnit::Mib), f.min_rank),
+            format!("{} (r{})", in_unit(f.max_bytes, ByteUnit::Mib), f.max_rank),
             f.spread_percent
         )?;
     }
@@ -255,12 +257,12 @@ fn compared(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
     for r in &c.runs {
         let alloc = r
             .peak_allocated_bytes
-            .map_or_else(|| "-".to_owned(), |b| format!("{:.1} MB", mb(b)));
+            .map_or_else(|| "-".to_owned(), |b| in_unit(b, ByteUnit::Mib));
         writeln!(
             out,
             "{alloc:>12} {:>9.1} MB {:>9.1} MB  {}",
-            mb(r.peak_census_bytes),
-            mb(r.end_census_bytes),
+            ByteUnit::Mib.of(r.peak_census_bytes),
+            ByteUnit::Mib.of(r.end_census_bytes),
             r.label
         )?;
     }
@@ -276,8 +278,8 @@ fn compared(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
             "  {}: {} {:.1} MB vs {:.1} MB ({})",
             d.run,
             d.category,
-            mb(d.bytes),
-            mb(d.baseline_bytes),
+            ByteUnit::Mib.of(d.bytes),
+            ByteUnit::Mib.of(d.baseline_bytes),
             change_text(d.change_percent)
         )?;
     }
@@ -297,7 +299,7 @@ fn shares(
         writeln!(
             out,
             "  {name:<15}: {:>8.1} MB  ({:>5.1}%)",
-            mb(*b),
+            ByteUnit::Mib.of(*b),
             percent(*b, total)
         )?;
     }
@@ -307,7 +309,7 @@ fn shares(
 fn large(out: &mut dyn Write, end: &Figures) -> io::Result<()> {
     match end.large_threshold_bytes {
         Some(bytes) => {
-            let threshold = (mb(bytes) * 1000.0).round() / 1000.0;
+            let threshold = (ByteUnit::Mib.of(bytes) * 1000.0).round() / 1000.0;
             writeln!(
                 out,
                 "Large Tensors (>{threshold}MB): {}",
@@ -328,7 +330,7 @@ fn trends(out: &mut dyn Write, analysis: &LeakAnalysis, width: u16) -> io::Resul
         }
     }
     for (name, t) in &analysis.trends {
-        let mb_per_1k = mb_signed(t.slope_bytes_per_1k_iters);
+        let mb_per_1k = ByteUnit::Mib.of_f64(t.slope_bytes_per_1k_iters);
         let mark = if t.sustained { "  ← sustained" } else { "" };
         writeln!(out, "  {name:<15}: {mb_per_1k:>+9.2}  ({}){mark}", fit(t))?;
     }
@@ -496,8 +498,11 @@ fn losses(out: &mut dyn Write, analysis: &LossAnalysis, width: u16) -> io::Resul
     }
     for s in &analysis.spikes {
         let memory = match s.allocated_change_bytes {
-            Some(b) => format!("allocated {:+.1} MB", mb_signed(b as f64)),
-            None => format!("census {:+.1} MB", mb_signed(s.census_change_bytes as f64)),
+            Some(b) => format!("allocated {:+.1} MB", ByteUnit::Mib.of_f64(b as f64)),
+            None => format!(
+                "census {:+.1} MB",
+                ByteUnit::Mib.of_f64(s.census_change_bytes as f64)
+            ),
         };
         let line = format!(
             "Loss spike at {}: total {:.4} (recent median {:.4}), driven by {}; {memory}",

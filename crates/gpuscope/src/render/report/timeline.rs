@@ -4,7 +4,8 @@
 use std::io::{self, Write};
 
 use crate::analysis::report::timeline::{Timeline, TimelineSeries};
-use crate::model::memory::mb;
+use crate::model::units::ByteUnit;
+use crate::render::units::in_unit;
 
 /// Rows of the totals table.
 const ROWS: usize = 16;
@@ -51,7 +52,7 @@ pub fn write(out: &mut dyn Write, timeline: &Timeline, first: i64, width: u16) -
                 (None, _) => "-".to_owned(),
                 (Some(v), "frag") => format!("{v:.1}%"),
                 (Some(v), "tensors") => format!("{v:.0}"),
-                (Some(v), _) => format!("{:.1} MB", mb(v as u64)),
+                (Some(v), _) => in_unit(v as u64, ByteUnit::Mib),
             };
             write!(out, " {cell:>10}")?;
         }
@@ -84,8 +85,8 @@ pub fn write(out: &mut dyn Write, timeline: &Timeline, first: i64, width: u16) -
             out,
             "  {name:<15} {} {:.1}–{:.1}",
             sparkline(values, lo, hi),
-            mb(lo as u64),
-            mb(hi as u64)
+            ByteUnit::Mib.of(lo as u64),
+            ByteUnit::Mib.of(hi as u64)
         )?;
     }
     Ok(())

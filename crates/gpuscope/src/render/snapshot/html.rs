@@ -22,7 +22,7 @@ use crate::analysis::snapshot::SnapshotReport;
 use crate::model::snapshot::BlockState;
 use crate::render::html::{page_end, page_start, table};
 use crate::render::svg::{chart, Chart, Line, Marker};
-use crate::render::{bytes, signed_bytes};
+use crate::render::units::{bytes, signed_bytes};
 
 /// Writes the page of `gpuscope snapshot A --diff B`: the sums of both, then every call
 /// site whose bytes changed, growth first (the text shows the first 20).

@@ -14,7 +14,7 @@ use crate::analysis::snapshot::diff::SnapshotDiff;
 use crate::analysis::snapshot::never_freed::NeverFreed;
 use crate::analysis::snapshot::sites::SiteBytes;
 use crate::analysis::snapshot::SnapshotReport;
-use crate::render::{bytes, signed_bytes};
+use crate::render::units::{bytes, signed_bytes};
 use crate::render::{unsupported, Compared, Format, Render};
 
 /// JSON schema name and version of [`diff_json`]'s output.

@@ -12,7 +12,9 @@ use crate::analysis::snapshot::replay::DeviceReplay;
 use crate::analysis::snapshot::sites::{SiteBytes, FRAME_SEPARATOR};
 use crate::analysis::snapshot::stats::{Group, Stats};
 use crate::analysis::snapshot::SnapshotReport;
-use crate::render::{bytes, paragraph, right_align, signed_bytes, table, write_table};
+use crate::render::short_names::clip_left;
+use crate::render::units::{bytes, signed_bytes};
+use crate::render::{paragraph, right_align, table, write_table};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -237,16 +239,6 @@ fn site_cell(site: &str, width: usize) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// A site cut from the left, so the file name and line stay: `…/train.py:40 step`.
-fn clip_left(site: &str, width: usize) -> String {
-    let n = site.chars().count();
-    if n <= width {
-        return site.to_owned();
-    }
-    let kept: String = site.chars().skip(n - width + 1).collect();
-    format!("…{kept}")
 }
 
 fn fragmentation(out: &mut dyn Write, f: &Fragmentation, width: u16) -> io::Result<()> {

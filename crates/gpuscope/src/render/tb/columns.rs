@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::ser::{Serialize, Serializer};
 
-use crate::model::tensorboard::{FileSummary, HistogramSummary, Histograms, LogData, Series};
+use crate::model::tensorboard::{
+    DataKind, FileSummary, HistogramSummary, Histograms, LogData, Series,
+};
 
 /// The files read and the series of every tag, as columns.
 #[derive(serde::Serialize)]
@@ -39,7 +41,7 @@ impl Serialize for Keyed<'_> {
 struct TagColumns<'a> {
     run: &'a str,
     tag: &'a str,
-    kind: &'a str,
+    kind: DataKind,
     count: u64,
     first_step: i64,
     last_step: i64,

@@ -12,7 +12,7 @@ pub fn tags_csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
         w.write_record([
             s.run.as_str(),
             &s.tag,
-            s.kind,
+            s.kind.as_str(),
             &s.count.to_string(),
             &s.first_step.to_string(),
             &s.last_step.to_string(),
@@ -40,7 +40,7 @@ pub fn csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
             w.write_record([
                 s.run.as_str(),
                 &s.tag,
-                s.kind,
+                s.kind.as_str(),
                 &step.to_string(),
                 &wall_time.to_string(),
                 &value,

@@ -14,7 +14,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::model::tensorboard::{FileSummary, LogData, Series};
+use crate::model::tensorboard::{DataKind, FileSummary, LogData, Series};
 use crate::render::{unsupported, Format, Render};
 
 /// JSON schema name and version of [`json`]'s output.
@@ -101,7 +101,7 @@ struct JsonFile<'a> {
 struct JsonSeries<'a> {
     run: &'a str,
     tag: &'a str,
-    kind: &'static str,
+    kind: DataKind,
     count: u64,
     first_step: i64,
     last_step: i64,
@@ -147,7 +147,7 @@ pub fn json(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
             .iter()
             .zip(series_keys(&data.series))
             .map(|(s, key)| {
-                let points = (s.kind == "scalar" && !s.points.is_empty()).then(|| {
+                let points = (s.kind == DataKind::Scalar && !s.points.is_empty()).then(|| {
                     s.points
                         .iter()
                         .map(|p| JsonPoint {
@@ -157,7 +157,7 @@ pub fn json(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
                         })
                         .collect()
                 });
-                let texts = (s.kind == "text" && !s.texts.is_empty()).then(|| {
+                let texts = (s.kind == DataKind::Text && !s.texts.is_empty()).then(|| {
                     s.texts
                         .iter()
                         .map(|p| JsonText {

@@ -127,7 +127,7 @@ fn tag_table(
         for s in &data.series {
             let mut row = vec![
                 tag_cell(s),
-                s.kind.to_owned(),
+                s.kind.to_string(),
                 s.count.to_string(),
                 format!("{}–{}", s.first_step, s.last_step),
             ];

@@ -13,9 +13,10 @@ use super::stream_label;
 use crate::analysis::report::timeline::Unit;
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
-use crate::analysis::trace::steps::CATEGORIES;
+use crate::analysis::trace::steps::Category;
 use crate::render::html::{page_end, page_start, table, table_of_names};
 use crate::render::svg::{chart, Chart, Line};
+use crate::render::units::{figure, ByteUnit};
 
 /// Writes the page.
 pub fn html(
@@ -214,7 +215,7 @@ fn rank_section(page: &mut String, r: &RankReport) {
                 vec![
                     c.direction.clone(),
                     c.count.to_string(),
-                    format!("{:.1}", c.bytes as f64 / 1e6),
+                    figure(c.bytes as f64, ByteUnit::DecimalMb, 1),
                     format!("{:.1}", c.gb_per_s),
                     c.pageable_count.to_string(),
                 ]
@@ -238,7 +239,7 @@ fn steps(page: &mut String, r: &RankReport) {
         let _ = write!(
             page,
             "<div class=\"verdict leak\"><b>{}</b>: {}</div>",
-            text(v.kind),
+            text(v.kind.as_str()),
             text(&v.advice)
         );
     }
@@ -256,7 +257,7 @@ fn steps(page: &mut String, r: &RankReport) {
                 .unwrap_or(i as i64)
         })
         .collect();
-    let columns: Vec<Vec<Option<f64>>> = (0..CATEGORIES.len())
+    let columns: Vec<Vec<Option<f64>>> = (0..Category::ALL.len())
         .map(|c| {
             o.steps
                 .iter()
@@ -264,12 +265,12 @@ fn steps(page: &mut String, r: &RankReport) {
                 .collect()
         })
         .collect();
-    let lines: Vec<Line> = CATEGORIES
+    let lines: Vec<Line> = Category::ALL
         .iter()
         .zip(&columns)
         .filter(|(_, values)| values.iter().flatten().any(|v| *v > 0.0))
-        .map(|(name, values)| Line {
-            name,
+        .map(|(category, values)| Line {
+            name: category.as_str(),
             dashed: false,
             values,
         })
@@ -299,7 +300,7 @@ fn memory(page: &mut String, r: &RankReport) {
              start of the trace).</p>",
             text(&m.device),
             m.events,
-            m.peak_bytes as f64 / (1u64 << 20) as f64,
+            ByteUnit::Mib.of_f64(m.peak_bytes as f64),
             m.peak_at_us / 1000.0
         );
         let x: Vec<i64> = m
@@ -328,12 +329,7 @@ fn memory(page: &mut String, r: &RankReport) {
         let rows: Vec<Vec<String>> = m
             .top_allocators
             .iter()
-            .map(|a| {
-                vec![
-                    a.name.clone(),
-                    format!("{:.1}", a.net_bytes as f64 / (1u64 << 20) as f64),
-                ]
-            })
+            .map(|a| vec![a.name.clone(), figure(a.net_bytes as f64, ByteUnit::Mib, 1)])
             .collect();
         table_of_names(page, &["allocated most by the peak", "MB"], &rows);
     }

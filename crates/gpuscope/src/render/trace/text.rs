@@ -7,8 +7,10 @@ use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::operators::{GpuLink, OperatorStats};
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
-use crate::analysis::trace::steps::CATEGORIES;
-use crate::render::{clip, paragraph, right_align, table, unbroken, write_table};
+use crate::analysis::trace::steps::Category;
+use crate::render::short_names::{bare_name, clip};
+use crate::render::units::{figure, ByteUnit};
+use crate::render::{paragraph, right_align, table, unbroken, write_table};
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::Path;
@@ -129,7 +131,7 @@ pub fn summary(r: &RankReport, width: u16, out: &mut dyn Write) -> io::Result<()
         width,
     )?;
     if let Some(s) = &r.steps {
-        let split: Vec<String> = CATEGORIES
+        let split: Vec<String> = Category::ALL
             .iter()
             .zip(&s.mean.breakdown_us)
             .filter(|(_, &us)| us > 0.0 && s.mean.duration_us > 0.0)
@@ -311,15 +313,14 @@ fn gaps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
 
 fn memory(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
     for m in &r.memory {
-        let mb = |b: i64| b as f64 / (1u64 << 20) as f64;
         let line = format!(
             "Memory on {} ({} events): peak {:.1} MB at {:.1} ms, {:.1} MB at the end \
              (counted from the start of the trace)",
             m.device,
             m.events,
-            mb(m.peak_bytes),
+            ByteUnit::Mib.of_f64(m.peak_bytes as f64),
             m.peak_at_us / 1000.0,
-            mb(m.end_bytes)
+            ByteUnit::Mib.of_f64(m.end_bytes as f64)
         );
         paragraph(out, &line, width)?;
         let mut t = table(width);
@@ -327,7 +328,7 @@ fn memory(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
         for a in &m.top_allocators {
             t.add_row([
                 clip(&a.name, NAME_COLUMN + 8),
-                format!("{:.1}", mb(a.net_bytes)),
+                figure(a.net_bytes as f64, ByteUnit::Mib, 1),
             ]);
         }
         right_align(&mut t, &[1]);
@@ -480,7 +481,7 @@ fn copies(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
         t.add_row([
             c.direction.clone(),
             c.count.to_string(),
-            format!("{:.1}", c.bytes as f64 / 1e6),
+            figure(c.bytes as f64, ByteUnit::DecimalMb, 1),
             format!("{:.1}", c.time_us),
             format!("{:.1}", c.gb_per_s),
             c.pageable_count.to_string(),
@@ -513,13 +514,16 @@ fn steps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
         t.add_row([
             s.name.trim_start_matches("ProfilerStep").to_owned(),
             format!("{:.1}", s.duration_us / 1000.0),
-            format!("{:.0}", s.percent("kernel")),
-            format!("{:.0}", s.percent("memcpy") + s.percent("memset")),
-            format!("{:.0}", s.percent("communication")),
-            format!("{:.0}", s.percent("runtime")),
-            format!("{:.0}", s.percent("dataloader")),
-            format!("{:.0}", s.percent("cpu_exec")),
-            format!("{:.0}", s.percent("other")),
+            format!("{:.0}", s.percent(Category::Kernel)),
+            format!(
+                "{:.0}",
+                s.percent(Category::Memcpy) + s.percent(Category::Memset)
+            ),
+            format!("{:.0}", s.percent(Category::Communication)),
+            format!("{:.0}", s.percent(Category::Runtime)),
+            format!("{:.0}", s.percent(Category::Dataloader)),
+            format!("{:.0}", s.percent(Category::CpuExec)),
+            format!("{:.0}", s.percent(Category::Other)),
         ]);
     }
     right_align(&mut t, &[1, 2, 3, 4, 5, 6, 7, 8]);
@@ -533,11 +537,11 @@ fn steps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
     writeln!(out)
 }
 
-/// Names for a table column `width` wide: shortened ([`short_name`]) and clipped, and
+/// Names for a table column `width` wide: shortened ([`bare_name`]) and clipped, and
 /// numbered ` (1)`, ` (2)`, ... where several would read alike (instantiations of one
 /// template, names that differ only past the cut).
 fn labels<'a>(names: impl Iterator<Item = &'a str>, width: usize) -> Vec<String> {
-    let short: Vec<String> = names.map(short_name).collect();
+    let short: Vec<String> = names.map(bare_name).collect();
     let plain: Vec<String> = short.iter().map(|s| clip(s, width)).collect();
     let mut uses: HashMap<&str, usize> = HashMap::new();
     for label in &plain {
@@ -575,37 +579,9 @@ fn alike_note(out: &mut dyn Write, labels: &[String], width: u16) -> io::Result<
 /// Widest kernel name in the text table; the JSON has the full names.
 const NAME_COLUMN: usize = 32;
 
-/// A kernel's name without its return type, template arguments and parameters, which
-/// make a C++ kernel name hundreds of characters long:
-/// `void at::native::elementwise_kernel<128, 4, …>(int, …)` → `at::native::elementwise_kernel`.
-fn short_name(name: &str) -> String {
-    let name = name.strip_prefix("void ").unwrap_or(name);
-    let mut depth = 0usize;
-    let mut out = String::new();
-    let mut previous = ' ';
-    for c in name.chars() {
-        match c {
-            '<' | '(' => depth += 1,
-            '>' if previous == '-' => {} // an arrow, `Pageable -> Device`
-            '>' | ')' => depth = depth.saturating_sub(1),
-            _ if depth == 0 => out.push(c),
-            _ => {}
-        }
-        previous = c;
-    }
-    // `(anonymous namespace)` leaves an empty path segment behind.
-    let out = out.replace("::::", "::");
-    let out = out.trim();
-    if out.is_empty() {
-        name.to_owned()
-    } else {
-        out.to_owned()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{labels, short_name};
+    use super::labels;
 
     #[test]
     fn names_that_read_alike_are_numbered() {
@@ -627,23 +603,5 @@ mod tests {
             ]
         );
         assert_eq!(labels(["a", "b"].into_iter(), 24), ["a", "b"]);
-    }
-
-    #[test]
-    fn kernel_names_lose_templates_and_parameters() {
-        assert_eq!(
-            short_name(
-                "void at::native::elementwise_kernel<128, 4, at::native::F<float> >(int, F)"
-            ),
-            "at::native::elementwise_kernel"
-        );
-        assert_eq!(
-            short_name("Memcpy HtoD (Pageable -> Device)"),
-            "Memcpy HtoD"
-        );
-        assert_eq!(
-            short_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"),
-            "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
-        );
     }
 }
