@@ -180,11 +180,6 @@ def test_huggingface_trainer_callback(tmp_path: Path) -> None:
     assert {"bert", "classifier"} <= set(records[0]["modules_bytes"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="huggingface.py: the last step, when not a logging step, takes the end-of-training "
-    "summary's train_loss (the mean over the run) as a loss component and as its total",
-)
 def test_huggingface_last_step_without_a_log_has_no_loss(tmp_path: Path) -> None:
     """Logging every 3 steps, the last step (20) has no log of its own; the trainer's
     end-of-training summary arrives at that step with ``train_loss``, which is not that

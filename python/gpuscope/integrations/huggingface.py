@@ -56,7 +56,9 @@ class GpuscopeTrainerCallback(TrainerCallback):
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
     ) -> None:
-        if self._pending == state.global_step:
+        # The summary the trainer logs once at the end (``train_runtime``, and ``train_loss``:
+        # the mean over the whole run) is not the last step's loss.
+        if self._pending == state.global_step and "train_runtime" not in (logs or {}):
             self._step(scalar_losses(logs, only_loss_like=True))
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
