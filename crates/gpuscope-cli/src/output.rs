@@ -19,7 +19,7 @@ pub fn emit(
 ) -> Result<(), Failure> {
     let (format, width) = (format.into(), text_width());
     match path {
-        Some(path) => Ok(write_file(path, result, format, width)?),
+        Some(path) => Ok(write_file(path, |out| result.render(format, width, out))?),
         None => {
             let mut out = BufWriter::new(io::stdout().lock());
             result.render(format, width, &mut out)?;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use pyo3::prelude::*;
 
 use gpuscope::render::trace as render;
-use gpuscope::{analyze_traces, load_traces, write_file, Clock, Format, TraceAnalysis};
+use gpuscope::{analyze_traces, load_traces, write_file, Clock, Format, Render, TraceAnalysis};
 
 use crate::error::IntoPy;
 
@@ -28,7 +28,7 @@ fn summarize_trace(
     py.detach(|| -> gpuscope::Result<String> {
         let analysis = analysed(&path)?;
         if let Some(out) = &html {
-            write_file(out, &analysis, Format::Html, width)?;
+            write_file(out, |w| analysis.render(Format::Html, width, w))?;
         }
         let mut text = Vec::new();
         for r in &analysis.ranks {

@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use gpuscope::render::memory_timeline::Timeline;
+use gpuscope::render::trace::tables::{write_tables, TableFormat, TABLES};
 use gpuscope::{
-    analyze_traces, category_timeline, diff_traces, export_tables, is_memory_timeline, load_traces,
-    read_memory_timeline, Clock, Compared, TableFormat, TraceFile,
+    analyze_traces, category_timeline, create_dir, diff_traces, is_memory_timeline, load_traces,
+    read_memory_timeline, write_file, Clock, Compared, TraceFile,
 };
 
 use crate::args::{ExportFormat, ReportFormat, TraceArgs};
@@ -40,10 +41,7 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
             ExportFormat::Csv => TableFormat::Csv,
             ExportFormat::Parquet => TableFormat::Parquet,
         };
-        for path in export_tables(&traces, format, &dir)? {
-            eprintln!("wrote {}", path.display());
-        }
-        return Ok(());
+        return export(&traces, format, &dir);
     }
     let output = args.output.as_deref();
     if let Some(other) = &args.diff {
@@ -78,6 +76,18 @@ fn memory_timeline(args: &TraceArgs) -> Result<(), Failure> {
         timeline: &timeline,
     };
     output::emit(args.format, args.output.as_deref(), &page)
+}
+
+/// Writes `kernels.<ext>` and `operators.<ext>` of `traces` into `dir` (created when
+/// missing), naming each file written on stderr.
+fn export(traces: &[TraceFile], format: TableFormat, dir: &Path) -> Result<(), Failure> {
+    create_dir(dir)?;
+    for (name, of) in TABLES {
+        let path = dir.join(format!("{name}.{}", format.extension()));
+        write_file(&path, |out| write_tables(traces, of, format, out))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
 }
 
 /// The traces at `path`; files of a directory that are not traces are named on stderr.

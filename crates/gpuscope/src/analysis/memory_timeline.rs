@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::formats::memory_timeline::{MemoryEvent, MemoryTimeline, CATEGORIES};
+use crate::model::memory_timeline::{MemoryEvent, MemoryTimeline, CATEGORIES};
 
 /// Points of the timeline.
 const POINTS: usize = 240;

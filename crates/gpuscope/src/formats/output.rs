@@ -3,10 +3,9 @@
 //! is an [`Error::Output`], told apart from input that cannot be used.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use crate::render::{Format, Render};
 use crate::{Error, Result};
 
 /// Creates (or truncates) the file at `path` for writing.
@@ -21,11 +20,13 @@ pub fn create_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::output(dir, e))
 }
 
-/// Writes `result` as `format` (text `width` columns wide) into a new file at `path`.
-pub fn write_file(path: &Path, result: &dyn Render, format: Format, width: u16) -> Result<()> {
+/// Creates the file at `path` and fills it with `write` (a renderer).
+pub fn write_file(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> Result<()> {
     let mut out = create(path)?;
-    result
-        .render(format, width, &mut out)
+    write(&mut out)
         .and_then(|()| out.flush())
         .map_err(|e| Error::output(path, e))
 }

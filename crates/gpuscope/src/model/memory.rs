@@ -297,6 +297,43 @@ pub fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// A line that was not used, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// 1-based line number; 0 in files without lines (event files).
+    pub line: usize,
+    /// What was wrong with it.
+    pub reason: String,
+}
+
+impl Skipped {
+    /// `file:line: reason`, or `file: reason` without a line.
+    pub fn describe(&self, file: &std::path::Path) -> String {
+        match self.line {
+            0 => format!("{}: {}", file.display(), self.reason),
+            line => format!("{}:{line}: {}", file.display(), self.reason),
+        }
+    }
+}
+
+/// The records of one process (rank) of a run, and where they came from.
+#[derive(Debug, Clone)]
+pub struct RankRecords {
+    /// The rank (from the file name, else the records, else 0).
+    pub rank: u32,
+    /// The files read, in order.
+    pub files: Vec<std::path::PathBuf>,
+    /// The records, ordered by iteration.
+    pub records: Vec<MemoryRecord>,
+    /// Lines skipped, with their file.
+    pub skipped: Vec<(std::path::PathBuf, Skipped)>,
+    /// Non-finite events (`profiles/nonfinite*.jsonl` beside the records), by iteration.
+    pub nonfinite: Vec<super::health::NonfiniteEvent>,
+    /// Out-of-memory errors `gpuscope.oom_guard` caught (`snapshots/oom*.txt` of the run
+    /// directory), oldest first.
+    pub ooms: Vec<super::oom::OomEvent>,
+}
+
 /// The JSON keys of a memory record and of each part of it, as serde reads and writes them:
 /// `record` for the record itself, then each part by the record key it sits under (for
 /// `large_tensors` and `sections`, the keys of one element). The Python profiler builds the

@@ -4,6 +4,7 @@ pub mod gpu;
 pub mod health;
 pub mod interned;
 pub mod memory;
+pub mod memory_timeline;
 pub mod nsys;
 pub mod oom;
 pub mod snapshot;

@@ -186,3 +186,12 @@ impl Trace {
         self.events.kind.iter().any(|k| k.is_gpu())
     }
 }
+
+/// A trace and the file it came from.
+#[derive(Debug)]
+pub struct TraceFile {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// Its contents.
+    pub trace: Trace,
+}

@@ -59,15 +59,6 @@ pub fn unsupported(what: &str, format: Format) -> std::io::Error {
     )
 }
 
-/// A CSV writer's error as the I/O error it wraps, when it does: the csv crate's own
-/// conversion makes every error `Other`, and a closed pipe (`| head`) must stay one.
-pub(crate) fn csv_io(e: csv::Error) -> std::io::Error {
-    match e.into_kind() {
-        csv::ErrorKind::Io(e) => e,
-        other => std::io::Error::other(format!("{other:?}")),
-    }
-}
-
 /// A comfy-table table preset for terminal output: no borders, header underlined, at most
 /// `width` columns wide.
 pub(crate) fn table(width: u16) -> comfy_table::Table {

@@ -35,7 +35,7 @@ use self::sections::{section_trends, SectionTrend};
 use self::spread::{spread, RankSpread};
 use self::summary::{summarize, Summary};
 use self::timeline::{timeline, Timeline};
-use crate::formats::runlog::load::RankRecords;
+use crate::model::memory::RankRecords;
 use crate::model::oom::OomEvent;
 
 /// Points of each run's timeline: enough for a chart across a wide screen.

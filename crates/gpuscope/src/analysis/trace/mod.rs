@@ -26,7 +26,7 @@ use self::diff::{diff, TraceDiff};
 use self::ranks::{compare_ranks, RankComparison};
 use self::report::{report, RankReport};
 use self::scope::{scope, Clock};
-use crate::formats::trace::TraceFile;
+use crate::model::trace::TraceFile;
 
 /// Everything `gpuscope trace` says of a set of traces: each rank's report and, for
 /// several ranks, how they compare.

@@ -17,8 +17,8 @@ use super::queue::{queue_lengths, StreamQueue};
 use super::scope::{scope, Clock};
 use super::steps::{step_overview, StepOverview};
 use super::temporal::{temporal, Temporal};
-use crate::formats::trace::TraceFile;
 use crate::model::trace::Trace;
+use crate::model::trace::TraceFile;
 
 /// Mean queue length under which launches cannot keep a stream fed.
 pub const LAUNCH_BOUND_QUEUE: f64 = 2.0;

@@ -9,33 +9,14 @@ use std::path::{Path, PathBuf};
 use super::from_tensorboard::records_from_series;
 use super::oom_report::read_oom_reports;
 use super::paths;
-use super::read::{read_jsonl, read_text_log, ReadRecords, Skipped};
+use super::read::{read_jsonl, read_text_log, ReadRecords};
 use crate::formats::progress::Progress;
 use crate::formats::tfevents::load::{load_log_dir, LoadOptions};
 use crate::formats::tfevents::reader::is_event_file_name;
 use crate::model::health::NonfiniteEvent;
-use crate::model::memory::MemoryRecord;
-use crate::model::oom::OomEvent;
+use crate::model::memory::{RankRecords, Skipped};
 use crate::model::tensorboard::DataKind;
 use crate::{Error, Result};
-
-/// The records of one process (rank) of a run, and where they came from.
-#[derive(Debug, Clone)]
-pub struct RankRecords {
-    /// The rank (from the file name, else the records, else 0).
-    pub rank: u32,
-    /// The files read, in order.
-    pub files: Vec<PathBuf>,
-    /// The records, ordered by iteration.
-    pub records: Vec<MemoryRecord>,
-    /// Lines skipped, with their file.
-    pub skipped: Vec<(PathBuf, Skipped)>,
-    /// Non-finite events (`profiles/nonfinite*.jsonl` beside the records), by iteration.
-    pub nonfinite: Vec<NonfiniteEvent>,
-    /// Out-of-memory errors `gpuscope.oom_guard` caught (`snapshots/oom*.txt` of the run
-    /// directory), oldest first.
-    pub ooms: Vec<OomEvent>,
-}
 
 /// Where a run's records are.
 enum Source {

@@ -10,27 +10,8 @@ use rayon::prelude::*;
 use chrono::TimeZone;
 
 use crate::formats::runlog::text_block::TOP_LARGE;
-use crate::model::memory::{AllocatorStats, Categories, LargeTensor, MemoryRecord};
+use crate::model::memory::{AllocatorStats, Categories, LargeTensor, MemoryRecord, Skipped};
 use crate::model::units::ByteUnit;
-
-/// A line that was not used, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skipped {
-    /// 1-based line number; 0 in files without lines (event files).
-    pub line: usize,
-    /// What was wrong with it.
-    pub reason: String,
-}
-
-impl Skipped {
-    /// `file:line: reason`, or `file: reason` without a line.
-    pub fn describe(&self, file: &std::path::Path) -> String {
-        match self.line {
-            0 => format!("{}: {}", file.display(), self.reason),
-            line => format!("{}:{line}: {}", file.display(), self.reason),
-        }
-    }
-}
 
 /// Records read from one file, and what was skipped.
 ///

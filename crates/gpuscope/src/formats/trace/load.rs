@@ -1,20 +1,11 @@
 //! Reads one trace file, or every trace file of a directory (one per rank) in parallel.
 
 use super::read::read_trace;
-use crate::model::trace::Trace;
+use crate::model::trace::TraceFile;
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-
-/// A trace and the file it came from.
-#[derive(Debug)]
-pub struct TraceFile {
-    /// The file.
-    pub path: PathBuf,
-    /// Its contents.
-    pub trace: Trace,
-}
 
 /// True for the names torch.profiler gives traces (`*.json`, `*.json.gz`).
 pub fn is_trace_file_name(name: &str) -> bool {

@@ -1,10 +1,9 @@
 //! PyTorch profiler (Kineto) Chrome traces: a streaming reader into the compact model,
 //! a loader for a directory of per-rank traces, and torch's raw memory timeline export.
 
-pub mod export;
 pub mod load;
 pub mod read;
 pub mod split;
 
-pub use load::{load_traces, Loaded, TraceFile};
+pub use load::{load_traces, Loaded};
 pub use read::read_trace;

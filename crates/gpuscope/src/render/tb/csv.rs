@@ -7,7 +7,7 @@ use std::io::{self, Write};
 pub fn tags_csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
     let mut w = ::csv::Writer::from_writer(out);
     w.write_record(["run", "tag", "kind", "count", "first_step", "last_step"])
-        .map_err(crate::render::csv_io)?;
+        .map_err(crate::error::csv_io)?;
     for s in &data.series {
         w.write_record([
             s.run.as_str(),
@@ -17,7 +17,7 @@ pub fn tags_csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
             &s.first_step.to_string(),
             &s.last_step.to_string(),
         ])
-        .map_err(crate::render::csv_io)?;
+        .map_err(crate::error::csv_io)?;
     }
     w.flush()
 }
@@ -26,7 +26,7 @@ pub fn tags_csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
 pub fn csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
     let mut w = ::csv::Writer::from_writer(out);
     w.write_record(["run", "tag", "kind", "step", "wall_time", "value"])
-        .map_err(crate::render::csv_io)?;
+        .map_err(crate::error::csv_io)?;
     for s in &data.series {
         let numbers = s
             .points
@@ -45,7 +45,7 @@ pub fn csv(data: &LogData, out: &mut dyn Write) -> io::Result<()> {
                 &wall_time.to_string(),
                 &value,
             ])
-            .map_err(crate::render::csv_io)?;
+            .map_err(crate::error::csv_io)?;
         }
     }
     w.flush()

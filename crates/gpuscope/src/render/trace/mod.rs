@@ -2,6 +2,7 @@
 //! 80-column terminal in [`text`], a self-contained page in [`html`].
 
 pub mod html;
+pub mod tables;
 mod text;
 
 pub use text::{diff_text, ranks_text, summary, text};

@@ -1,10 +1,10 @@
 //! The kernel and operator tables of traces as flat files, one row per event, for the
 //! engines people already query thousands of rank files with (DuckDB, Spark, pandas):
 //! `kernels` (GPU work) and `operators` (CPU operators), as CSV or Parquet. Times are
-//! whole nanoseconds on the trace's clock, so nothing is rounded.
+//! whole nanoseconds on the trace's clock, so nothing is rounded. Written to any
+//! `io::Write`; the CLI (`gpuscope trace --export`) makes the files.
 
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parquet::basic::Compression;
@@ -14,10 +14,8 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
 use crate::analysis::trace::kernel_type::KernelType;
-use crate::formats::output;
-use crate::formats::trace::TraceFile;
+use crate::model::trace::TraceFile;
 use crate::model::trace::{Kind, NONE, NO_SHAPES};
-use crate::{Error, Result};
 
 /// The file formats the tables are written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,36 +27,33 @@ pub enum TableFormat {
 }
 
 /// How a table is made from one trace.
-type TableOf = fn(&TraceFile) -> Table;
+pub type TableOf = fn(&TraceFile) -> Table;
 
-/// Writes `kernels.<ext>` and `operators.<ext>` of `traces` into `dir` (created when
-/// missing); the files written.
-pub fn export_tables(
-    traces: &[TraceFile],
-    format: TableFormat,
-    dir: &Path,
-) -> Result<Vec<PathBuf>> {
-    output::create_dir(dir)?;
-    let tables: [(&str, TableOf); 2] = [("kernels", kernels), ("operators", operators)];
-    let mut written = Vec::new();
-    for (name, table) in tables {
-        let rows: Vec<Table> = traces.iter().map(table).collect();
-        let extension = match format {
+/// The tables, by the name of their file (`kernels.<ext>`, `operators.<ext>`).
+pub const TABLES: [(&str, TableOf); 2] = [("kernels", kernels), ("operators", operators)];
+
+impl TableFormat {
+    /// The extension of a file in this format.
+    pub fn extension(self) -> &'static str {
+        match self {
             TableFormat::Csv => "csv",
             TableFormat::Parquet => "parquet",
-        };
-        let path = dir.join(format!("{name}.{extension}"));
-        let mut out = output::create(&path)?;
-        match format {
-            TableFormat::Csv => write_csv(&rows, &mut out).and_then(|()| out.flush()),
-            TableFormat::Parquet => write_parquet(&rows, &mut out)
-                .map_err(io::Error::other)
-                .and_then(|()| out.flush()),
         }
-        .map_err(|e| Error::output(&path, e))?;
-        written.push(path);
     }
-    Ok(written)
+}
+
+/// Writes the table `of` of every trace (one after the other, same columns) in `format`.
+pub fn write_tables(
+    traces: &[TraceFile],
+    of: TableOf,
+    format: TableFormat,
+    out: &mut (dyn Write + Send),
+) -> io::Result<()> {
+    let rows: Vec<Table> = traces.iter().map(of).collect();
+    match format {
+        TableFormat::Csv => write_csv(&rows, out),
+        TableFormat::Parquet => write_parquet(&rows, out).map_err(io::Error::other),
+    }
 }
 
 /// One column of a table.
@@ -157,14 +152,14 @@ pub fn write_csv(tables: &[Table], out: &mut dyn Write) -> io::Result<()> {
         return w.flush();
     };
     w.write_record(first.columns.iter().map(|(name, _)| *name))
-        .map_err(crate::render::csv_io)?;
+        .map_err(crate::error::csv_io)?;
     for table in tables {
         for row in 0..table.rows() {
             w.write_record(table.columns.iter().map(|(_, values)| match values {
                 Values::Int(v) => v[row].map(|x| x.to_string()).unwrap_or_default(),
                 Values::Text(v) => v[row].clone(),
             }))
-            .map_err(crate::render::csv_io)?;
+            .map_err(crate::error::csv_io)?;
         }
     }
     w.flush()
