@@ -15,70 +15,58 @@ and no code run.
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import pickletools
 import re
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gpuscope
 import pytest
-from _helpers import SHARED_DATA, absent_shared_params, gpuscope_cli, run, shared_data_required
-
-SNAPSHOTS = SHARED_DATA / "snapshots"
-REFERENCE = SNAPSHOTS / "reference.json"
-
-KiB = 1 << 10
-MiB = 1 << 20
-
-# What torch prints as the site of the bytes alive before `_record_memory_history` began
-# (the brief names it; they have no stack).
-BEFORE_TRACE = "(allocated before the trace)"
-
-# Opcodes that import or call something (or need what only the writer has): a safe
-# reader refuses each of them.
-REFUSED_OPCODES = {
-    "GLOBAL",
-    "STACK_GLOBAL",
-    "REDUCE",
-    "BUILD",
-    "INST",
-    "OBJ",
-    "NEWOBJ",
-    "NEWOBJ_EX",
-    "EXT1",
-    "EXT2",
-    "EXT4",
-    "PERSID",
-    "BINPERSID",
-    "NEXT_BUFFER",
-    "READONLY_BUFFER",
-}
-
-Frame = dict[str, Any]
-Block = dict[str, Any]
-Segment = dict[str, Any]
-Entry = dict[str, Any]
-Doc = dict[str, Any]
-
-
-# ----------------------------------------------------------------------- real inputs
-
-
-def real_names() -> list[Any]:
-    """One parameter per snapshot in reference.json (a skipped one without the data)."""
-    if not REFERENCE.is_file() and not shared_data_required():
-        return absent_shared_params(REFERENCE)
-    return sorted(json.loads(REFERENCE.read_text()))
-
-
-REAL = real_names()
+from _helpers import gpuscope_cli
+from _snapshots import (
+    BEFORE_TRACE,
+    FORWARD,
+    LOSS,
+    MAIN,
+    REAL,
+    REFERENCE,
+    SEG,
+    SNAPSHOTS,
+    STEP,
+    TORCH_PY,
+    Block,
+    Doc,
+    Frame,
+    KiB,
+    MiB,
+    Segment,
+    Trace,
+    active_at_end,
+    as_json,
+    block,
+    block_frames,
+    block_requested,
+    by_user_site,
+    call_sites_snapshot,
+    frame,
+    free_runs,
+    listed,
+    py_stack,
+    real_data,
+    replay,
+    segment,
+    site,
+    snapshot,
+    snapshot_json,
+    snapshot_text,
+    user_site,
+    viz_size,
+    without_path,
+    write,
+)
 
 
 @pytest.fixture(scope="module")
@@ -88,336 +76,9 @@ def reference() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def real_data() -> dict[str, Any]:
-    """Each real snapshot as the standard library's pickle reads it."""
-    out: dict[str, Any] = {}
-    for name in json.loads(REFERENCE.read_text()):
-        with (SNAPSHOTS / name).open("rb") as f:
-            out[name] = pickle.load(f)
-    return out
-
-
-@pytest.fixture(scope="module")
 def real_json() -> dict[str, Doc]:
     """Each real snapshot's ``gpuscope snapshot --format json`` document."""
     return {name: snapshot_json(SNAPSHOTS / name) for name in json.loads(REFERENCE.read_text())}
-
-
-# --------------------------------------------------------------------- running gpuscope
-
-
-def snapshot_json(path: Path, *args: str | Path) -> Doc:
-    out = gpuscope_cli("snapshot", path, "--format", "json", *args)
-    assert out.returncode == 0, out.stderr
-    assert "panicked" not in out.stderr
-    doc: Doc = json.loads(out.stdout)
-    return doc
-
-
-def snapshot_text(path: Path, *args: str | Path) -> str:
-    out = gpuscope_cli("snapshot", path, *args)
-    assert out.returncode == 0, out.stderr
-    assert "panicked" not in out.stderr
-    return out.stdout
-
-
-def without_path(doc: Doc) -> Doc:
-    return {k: v for k, v in doc.items() if k != "path"}
-
-
-def as_json(doc: Doc) -> Doc:
-    """``doc`` as JSON would carry it (tuples become lists), without ``path``."""
-    plain: Doc = json.loads(json.dumps(doc))
-    return without_path(plain)
-
-
-def refused_by_cli(path: Path, *args: str) -> str:
-    """Runs the CLI on a bad input: exit 2, one line on stderr starting with ``error:``, no
-    traceback and no panic. Returns that line."""
-    out = gpuscope_cli("snapshot", path, "--format", "json", *args)
-    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
-    assert out.stdout == ""
-    assert "Traceback" not in out.stderr
-    assert "panicked" not in out.stderr
-    lines = out.stderr.splitlines()
-    assert len(lines) == 1, out.stderr
-    assert lines[0].startswith("error:"), lines[0]
-    return lines[0]
-
-
-def api_error(source: str | Path | bytes, trace: bool = True) -> BaseException:
-    """The exception ``analyze_snapshot`` raises on a bad input; a BadInputError or an
-    OSError, never pyo3's PanicException (a BaseException) or nothing."""
-    try:
-        gpuscope.analyze_snapshot(source, trace=trace)
-    except BaseException as e:  # noqa: BLE001 — the point is to see which one
-        assert isinstance(e, gpuscope.BadInputError | OSError), repr(e)
-        assert "panicked" not in str(e)
-        return e
-    raise AssertionError(f"analyze_snapshot accepted {str(source)[:80]!r}")
-
-
-# ------------------------------------------------------------------ a snapshot builder
-
-TORCH_PY = "/opt/venv/lib/python3.11/site-packages/torch"
-
-
-def frame(name: str, filename: str, line: int = 0) -> Frame:
-    return {"name": name, "filename": filename, "line": line}
-
-
-STEP = frame("step", "/home/u/train.py", 12)
-STEP_14 = frame("step", "/home/u/train.py", 14)
-LOSS = frame("loss", "/home/u/train.py", 20)
-FORWARD = frame("forward", "/home/u/model.py", 30)
-MAIN = frame("main", "/home/u/main.py", 40)
-
-
-def py_stack(*user: Frame) -> list[Frame]:
-    """A stack as torch records it, innermost first: the unwinder and the allocator (C++,
-    no Python file), an ATen operator, torch's own Python (inside site-packages), then the
-    user's frames, then the interpreter's."""
-    return [
-        frame("torch::unwind::unwind()", "??"),
-        frame("torch::CapturedTraceback::gather(bool, bool, bool)", "??"),
-        frame(
-            "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc("
-            "signed char, unsigned long, CUstream_st*)",
-            "CUDACachingAllocator.cpp",
-        ),
-        frame("at::_ops::empty_memory_format::call(...)", "??"),
-        frame("_conv_forward", f"{TORCH_PY}/nn/modules/conv.py", 549),
-        frame("_call_impl", f"{TORCH_PY}/nn/modules/module.py", 1750),
-        *(dict(f) for f in user),  # copies: a test may poison one stack's frames
-        frame("_PyEval_EvalFrameDefault", "??"),
-        frame("_start", "??"),
-    ]
-
-
-def site(*frames: Frame) -> str:
-    """A call site as the issue spells one: ``file:line function``, the callers after it."""
-    return " < ".join(f"{f['filename']}:{f['line']} {f['name']}" for f in frames)
-
-
-def block(
-    size: int,
-    state: str = "active_allocated",
-    frames: Sequence[Frame] = (),
-    requested: int | None = None,
-) -> Block:
-    if requested is None:
-        requested = size if state != "inactive" else 0
-    return {
-        "size": size,
-        "requested_size": requested,
-        "state": state,
-        "frames": list(frames),
-    }
-
-
-def segment(
-    blocks: list[Block],
-    address: int,
-    device: int = 0,
-    segment_type: str = "large",
-    stream: int = 0,
-) -> Segment:
-    """A segment with its blocks laid out in address order from ``address``; the sums torch
-    stores beside them follow from the blocks."""
-    offset = 0
-    for b in blocks:
-        b["address"] = address + offset
-        offset += b["size"]
-    allocated = [b for b in blocks if b["state"] == "active_allocated"]
-    active = [b for b in blocks if b["state"] in ("active_allocated", "active_pending_free")]
-    return {
-        "device": device,
-        "address": address,
-        "total_size": offset,
-        "allocated_size": sum(b["size"] for b in allocated),
-        "active_size": sum(b["size"] for b in active),
-        "requested_size": sum(b["requested_size"] for b in allocated),
-        "stream": stream,
-        "segment_type": segment_type,
-        "segment_pool_id": (0, 0),
-        "is_expandable": False,
-        "frames": [],
-        "blocks": blocks,
-    }
-
-
-@dataclass
-class Trace:
-    """One device's allocator trace, with times 1 ms apart."""
-
-    entries: list[Entry] = field(default_factory=list)
-    time_us: int | None = 1_748_730_000_000_000
-
-    def add(self, action: str, addr: int, size: int, frames: Sequence[Frame] = ()) -> Entry:
-        e: Entry = {"action": action, "addr": addr, "size": size, "stream": 0}
-        e["frames"] = list(frames)
-        if self.time_us is not None:
-            e["time_us"] = self.time_us
-            self.time_us += 1000
-        self.entries.append(e)
-        return e
-
-    def alloc(self, b: Block, frames: Sequence[Frame] | None = None) -> Entry:
-        return self.add("alloc", b["address"], b["size"], b["frames"] if frames is None else frames)
-
-    def free(self, b: Block) -> None:
-        self.add("free_requested", b["address"], b["size"], b["frames"])
-        self.add("free_completed", b["address"], b["size"], b["frames"])
-
-    def oom(self, size: int, device_free: int, frames: Sequence[Frame]) -> Entry:
-        # torch stores the driver's free bytes where other entries have `addr`.
-        e: Entry = {"action": "oom", "device_free": device_free, "size": size, "stream": 0}
-        e["frames"] = list(frames)
-        if self.time_us is not None:
-            e["time_us"] = self.time_us
-            self.time_us += 1000
-        self.entries.append(e)
-        return e
-
-
-def snapshot(segments: list[Segment], traces: list[Trace] | None = None) -> dict[str, Any]:
-    data: dict[str, Any] = {"segments": segments}
-    if traces is not None:
-        data["device_traces"] = [t.entries for t in traces]
-    data["allocator_settings"] = {"PYTORCH_CUDA_ALLOC_CONF": "", "expandable_segments": False}
-    data["external_annotations"] = []
-    return data
-
-
-def write(path: Path, data: Any, protocol: int = 4) -> Path:
-    path.write_bytes(pickle.dumps(data, protocol=protocol))
-    return path
-
-
-# ----------------------------------------------------------- the definitions, in Python
-
-
-def is_user_file(filename: str) -> bool:
-    """The user's own Python: a .py file outside torch, installed packages and the
-    standard library."""
-    f = filename.replace("\\", "/")
-    library = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3")
-    return f.endswith(".py") and not f.startswith("<frozen") and not any(p in f for p in library)
-
-
-def user_site(frames: Sequence[Frame], n: int = 1) -> str | None:
-    """The first ``n`` frames of user code, innermost first; None without any."""
-    user = [f for f in frames if is_user_file(f["filename"])][:n]
-    return site(*user) if user else None
-
-
-def by_user_site(items: Iterable[tuple[Sequence[Frame], int]], n: int = 1) -> dict[str, list[int]]:
-    """Bytes and count by user site; items without a user frame are left out."""
-    out: dict[str, list[int]] = {}
-    for frames, size in items:
-        s = user_site(frames, n)
-        if s is not None:
-            sums = out.setdefault(s, [0, 0])
-            sums[0] += size
-            sums[1] += 1
-    return out
-
-
-def listed(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
-    """gpuscope's site rows as ``{site: [bytes, count]}``."""
-    return {r["site"]: [r["bytes"], r["count"]] for r in rows}
-
-
-@dataclass
-class Replay:
-    """A device's trace replayed by the issue's rules: an alloc adds its size, a
-    free_completed takes it away."""
-
-    deltas: list[int]  # allocs − frees after each entry
-    net: int
-    peak_delta: int  # the highest delta, ≥ 0 (0: the peak is before the first entry)
-    peak_index: int | None
-    live: dict[int, tuple[int, list[Frame]]]  # alive at the end: addr -> (size, frames)
-    live_at_peak: dict[int, tuple[int, list[Frame]]]
-    before_freed_at_peak: int  # before-trace bytes freed up to the peak
-    churn: list[tuple[list[Frame], int]]  # allocations made and freed within the trace
-
-
-def replay(trace: list[Entry]) -> Replay:
-    deltas: list[int] = []
-    delta, peak, peak_index = 0, 0, None
-    live: dict[int, tuple[int, list[Frame]]] = {}
-    live_at_peak: dict[int, tuple[int, list[Frame]]] = {}
-    before_freed, before_freed_at_peak = 0, 0
-    churn: list[tuple[list[Frame], int]] = []
-    for k, e in enumerate(trace):
-        if e["action"] == "alloc":
-            delta += e["size"]
-            live[e["addr"]] = (e["size"], e.get("frames", []))
-        elif e["action"] == "free_completed":
-            delta -= e["size"]
-            if e["addr"] in live:
-                size, frames = live.pop(e["addr"])
-                churn.append((frames, size))
-            else:
-                before_freed += e["size"]
-        deltas.append(delta)
-        if delta > peak:
-            peak, peak_index = delta, k
-            live_at_peak, before_freed_at_peak = dict(live), before_freed
-    if peak_index is None:
-        live_at_peak, before_freed_at_peak = {}, 0
-    return Replay(deltas, delta, peak, peak_index, live, live_at_peak, before_freed_at_peak, churn)
-
-
-def active_at_end(data: dict[str, Any], device: int) -> int:
-    """Bytes in active blocks (allocated or pending free) of ``device`` at the dump."""
-    return sum(
-        b["size"]
-        for s in data["segments"]
-        if s.get("device", 0) == device
-        for b in s["blocks"]
-        if b["state"] in ("active_allocated", "active_pending_free")
-    )
-
-
-def block_requested(b: Block) -> int:
-    """What the program asked for, in either layout (the oldest keeps it in history)."""
-    if "frames" not in b and "history" in b:
-        return int(b["history"][0]["real_size"])
-    requested: int = b["requested_size"] if "requested_size" in b else b["size"]
-    return requested
-
-
-def block_frames(b: Block) -> list[Frame]:
-    if "frames" in b:
-        return list(b["frames"])
-    if b.get("history"):
-        return list(b["history"][0].get("frames", []))
-    return []
-
-
-def free_runs(seg: Segment) -> list[int]:
-    """Sizes of the segment's free spans: adjacent inactive blocks merged."""
-    runs, run = [], 0
-    for b in seg["blocks"]:
-        if b["state"] == "inactive":
-            run += b["size"]
-        elif run:
-            runs.append(run)
-            run = 0
-    if run:
-        runs.append(run)
-    return runs
-
-
-def viz_size(num: float) -> str:
-    """A size as ``torch.cuda._memory_viz`` prints one (its ``_format_size``)."""
-    for unit in ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi"]:
-        if abs(num) < 1024.0:
-            return f"{num:3.1f}{unit}B"
-        num /= 1024.0
-    return f"{num:.1f}YiB"
 
 
 # ------------------------------------------------------------- reference parity (real)
@@ -487,13 +148,11 @@ def test_api_dict_equals_the_parsed_cli_json(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_stats_add_up_the_segments_and_blocks(
-    real_data: dict[str, Any], real_json: dict[str, Doc], name: str
-) -> None:
+def test_stats_add_up_the_segments_and_blocks(real_json: dict[str, Doc], name: str) -> None:
     """The state at the dump, summed here from the pickle: segments' sums, blocks by
     state, the free bytes split as _memory_viz splits them (rounding inside allocated
     blocks is internal, every other block external), per segment size class."""
-    data, stats = real_data[name], real_json[name]["stats"]
+    data, stats = real_data()[name], real_json[name]["stats"]
     segments = data["segments"]
     blocks = [b for s in segments for b in s["blocks"]]
     assert stats["segments"] == len(segments)
@@ -517,14 +176,12 @@ def test_stats_add_up_the_segments_and_blocks(
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_real_trace_replayed_here_gives_the_same_peak_and_sites(
-    real_data: dict[str, Any], name: str
-) -> None:
+def test_real_trace_replayed_here_gives_the_same_peak_and_sites(name: str) -> None:
     """The trace replayed here: the net change, the true peak (before-trace bytes added
     back), and by user call site what was alive at the peak, never freed, churned and
     alive at the dump. Sites that are not user code (native-only stacks, which gpuscope
     names after the operator) are compared in total only."""
-    data = real_data[name]
+    data = real_data()[name]
     doc = gpuscope.analyze_snapshot(SNAPSHOTS / name, top=1_000_000)
     r = replay(data["device_traces"][0])
     before = active_at_end(data, 0) - r.net
@@ -621,388 +278,7 @@ def test_stats_agree_with_memory_viz(
     assert f"{stats['internal_free_percent']:.1f}" == internal
 
 
-# -------------------------------------------------------------------------- protocols
-
-
-DUMP_PARTS = ("stats", "fragmentation", "now")
-TRACE_PARTS = ("trace", "peak", "stacked", "devices", "never_freed", "churn", "ooms")
-
-
-@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
-@pytest.mark.parametrize("name", REAL)
-def test_every_pickle_protocol_reads_the_same(
-    real_data: dict[str, Any],
-    real_json: dict[str, Doc],
-    tmp_path: Path,
-    name: str,
-    protocol: int,
-) -> None:
-    """The real snapshot re-dumped by the standard library with each protocol (torch
-    writes 2–5; 0 and 1 are text and early binary): the same document. With
-    ``--no-trace`` (``trace=False``), the dump's parts of it, the trace's parts empty;
-    protocol 0 puts its dict's pairs on the stack one at a time (SETITEM, no MARK), where
-    the reader does not stop: that file is read whole."""
-    path = write(tmp_path / f"p{protocol}.pickle", real_data[name], protocol)
-    assert without_path(snapshot_json(path)) == without_path(real_json[name])
-    whole = real_json[name]
-    assert not whole["trace_skipped"] and whole["trace"] is not None
-    for doc in (
-        snapshot_json(path, "--no-trace"),
-        gpuscope.analyze_snapshot(path, trace=False),
-        gpuscope.analyze_snapshot(path.read_bytes(), trace=False),
-    ):
-        for part in DUMP_PARTS:
-            assert as_json(doc)[part] == whole[part], part
-        if protocol == 0:
-            assert without_path(as_json(doc)) == without_path(whole)
-            continue
-        assert doc["trace_skipped"]
-        for part in TRACE_PARTS:
-            assert not doc[part], part
-        assert doc["allocator_settings"] == {}
-    text = snapshot_text(path, "--no-trace")
-    assert ("Trace not read" in text) == (protocol > 0)
-    assert ("Alive at the peak" in text) == (protocol == 0)
-    assert "Alive at the dump" in text
-
-
-def plain_values(protocol: int) -> dict[str, Any]:
-    """A value of every plain kind the protocol writes without REDUCE, so that the
-    pickle has an opcode of each argument layout."""
-    values: dict[str, Any] = {
-        "none": None,
-        "bools": [True, False],
-        "ints": [7, 300, 70000, -5, 1 << 40, -(1 << 62)],
-        "float": 1.5,
-        "short": "device",
-        "long": "x" * 300,
-        "longer": "é" * 70000,
-        "tuples": [(), (1,), (1, 2), (1, 2, 3), (1, 2, 3, 4)],
-        "nested": {"a": [{"b": ("c", [None])}]},
-    }
-    if protocol >= 3:
-        values["bytes"] = [b"\x00" * 10, b"\xff" * 300]
-    if protocol >= 4:
-        values["sets"] = [{1, 2}, frozenset({"a"})]
-    if protocol >= 5:
-        values["bytearray"] = bytearray(b"\x01\x02")
-    return values
-
-
-@pytest.mark.parametrize("protocol", [1, 2, 3, 4, 5])
-def test_no_trace_reads_past_every_kind_of_value_and_refuses_every_cut(
-    tmp_path: Path, protocol: int
-) -> None:
-    """After the trace, values of every argument layout: reading only the dump reaches
-    the end through them (the same stats as a whole read), and a file cut anywhere after
-    the point where it stops reading is refused, as a whole read refuses it."""
-    data = call_sites_snapshot()
-    data["allocator_settings"]["values"] = plain_values(protocol)
-    raw = pickle.dumps(data, protocol=protocol)
-    whole = gpuscope.analyze_snapshot(raw)
-    dump = gpuscope.analyze_snapshot(raw, trace=False)
-    assert dump["trace_skipped"] and not whole["trace_skipped"]
-    assert dump["stats"] == whole["stats"] and dump["now"] == whole["now"]
-    stop = raw.index(b"device_traces")
-    cuts = sorted({*range(stop, len(raw), 97), len(raw) - 2, len(raw) - 1})
-    for cut in cuts:
-        error = api_error(raw[:cut], trace=False)
-        assert isinstance(error, gpuscope.BadInputError), cut
-        assert "truncated" in str(error) or "ended" in str(error), (cut, str(error))
-
-
-def test_no_trace_does_not_build_what_it_reads_past(tmp_path: Path) -> None:
-    """A trace entry that is not a dict: a whole read refuses it, reading only the dump
-    reads past it (it is never built)."""
-    data = call_sites_snapshot()
-    data["device_traces"][0].append(7)
-    raw = pickle.dumps(data, protocol=4)
-    assert "not a dict" in str(api_error(raw))
-    assert gpuscope.analyze_snapshot(raw, trace=False)["trace_skipped"]
-
-
-def test_integers_of_any_width_are_numbers(tmp_path: Path) -> None:
-    """An allocator setting wider than 64 bits is shown as a number, one of 2**64 - 1 (a
-    size_t) exactly; a size that no memory comes near is refused."""
-    data = call_sites_snapshot()
-    data["allocator_settings"]["huge"] = 1 << 100
-    data["allocator_settings"]["size_t_max"] = 2**64 - 1
-    doc = gpuscope.analyze_snapshot(pickle.dumps(data, protocol=4))
-    assert doc["allocator_settings"]["huge"] == "1.2676506002282294e30"
-    assert doc["allocator_settings"]["size_t_max"] == str(2**64 - 1)
-    data["segments"][0]["blocks"][0]["size"] = 2**64 - 1
-    assert "`size` too large" in str(api_error(pickle.dumps(data, protocol=4)))
-    data["segments"][0]["blocks"][0]["size"] = 1 << 70
-    assert "`size` wider than 64 bits" in str(api_error(pickle.dumps(data, protocol=4)))
-
-
-def test_protocol_5_bytearray_is_plain_data(tmp_path: Path) -> None:
-    """Protocol 5 writes a bytearray in band with BYTEARRAY8: plain data, read."""
-    data = call_sites_snapshot()
-    data["allocator_settings"]["blob"] = bytearray(b"\x00\x01")
-    raw = pickle.dumps(data, protocol=5)
-    assert "BYTEARRAY8" in {op.name for op, _, _ in pickletools.genops(raw)}
-    doc = gpuscope.analyze_snapshot(raw)
-    plain = gpuscope.analyze_snapshot(pickle.dumps(call_sites_snapshot(), protocol=5))
-    assert doc["stats"] == plain["stats"]
-    assert doc["trace"] == plain["trace"]
-
-
-# ------------------------------------------------------------------ malicious pickles
-
-
-class RunsCode:
-    """Unpickling this runs ``touch MARKER``."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple[Any, tuple[str]]:
-        return (os.system, (f"touch {self.marker}",))
-
-
-def first_refused(raw: bytes) -> tuple[str, int]:
-    """The first opcode a safe reader must refuse, and its byte offset (pickletools)."""
-    for op, _, pos in pickletools.genops(raw):
-        if op.name in REFUSED_OPCODES:
-            assert pos is not None
-            return op.name, pos
-    raise AssertionError("no refused opcode in the pickle")
-
-
-def check_refused(path: Path, raw: bytes) -> None:
-    """CLI, API on the path and API on the bytes all refuse the pickle, naming the opcode
-    and its offset; also when reading only the state at the dump (``--no-trace``), which
-    reads past the trace without building it."""
-    opcode, offset = first_refused(raw)
-    for trace in (True, False):
-        line = refused_by_cli(path, *([] if trace else ["--no-trace"]))
-        for message in (
-            line,
-            str(api_error(path, trace)),
-            str(api_error(raw, trace)),
-        ):
-            assert re.search(rf"\b{opcode}\b", message), (trace, message)
-            assert f"offset {offset}" in message, (trace, message)
-        assert isinstance(api_error(path, trace), gpuscope.BadInputError)
-        assert isinstance(api_error(raw, trace), gpuscope.BadInputError)
-
-
-@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
-def test_a_pickle_that_runs_code_is_refused(tmp_path: Path, protocol: int) -> None:
-    """``os.system("touch marker")`` by GLOBAL (protocols 0–3) or STACK_GLOBAL (4–5) and
-    REDUCE: refused with the opcode named, by the command and the API, and never run."""
-    marker = tmp_path / "marker"
-    raw = pickle.dumps(RunsCode(marker), protocol=protocol)
-    opcode, _ = first_refused(raw)
-    assert opcode == ("GLOBAL" if protocol < 4 else "STACK_GLOBAL")
-    path = tmp_path / "evil.pickle"
-    path.write_bytes(raw)
-    check_refused(path, raw)
-    assert not marker.exists()
-
-
-@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
-def test_code_nested_inside_a_valid_snapshot_is_refused(tmp_path: Path, protocol: int) -> None:
-    """The same payload as a frame's file name deep inside an otherwise valid snapshot:
-    the reader stops at it, not after building the rest."""
-    marker = tmp_path / "marker"
-    data = call_sites_snapshot()
-    data["device_traces"][0][3]["frames"][6]["filename"] = RunsCode(marker)
-    raw = pickle.dumps(data, protocol=protocol)
-    path = tmp_path / "nested.pickle"
-    path.write_bytes(raw)
-    _, offset = first_refused(raw)
-    assert offset > 100, "the payload is inside the snapshot, not at its start"
-    check_refused(path, raw)
-    assert not marker.exists()
-
-
-HANDMADE = {
-    # None() — a call without a global
-    "reduce": b"\x80\x02N)R.",
-    # {}.__setstate__({}) — BUILD calls __setstate__ or updates __dict__
-    "build": b"\x80\x02}}b.",
-    # INST imports a class by name from text (protocol 0)
-    "inst": b"(S'touch m'\nios\nsystem\n.",
-    # an object from copyreg's extension registry
-    "ext1": b"\x80\x02\x82\x01)R.",
-    "ext2": b"\x80\x02\x83\x01\x00)R.",
-    # persistent ids only the writer's persistent_load can resolve
-    "persid": b"Pfoo\n.",
-    "binpersid": b"\x80\x02X\x03\x00\x00\x00fooQ.",
-    # NEWOBJ: cls.__new__(cls, *args)
-    "newobj": b"\x80\x02N)\x81.",
-}
-
-
-@pytest.mark.parametrize("kind", sorted(HANDMADE))
-def test_other_opcodes_that_would_call_code_are_refused(tmp_path: Path, kind: str) -> None:
-    raw = HANDMADE[kind]
-    path = tmp_path / f"{kind}.pickle"
-    path.write_bytes(raw)
-    check_refused(path, raw)
-
-
-# --------------------------------------------------------------------------- bad input
-
-
-def bad_inputs(tmp: Path) -> dict[str, Path]:
-    """Files that are not snapshots, each with the reason it is not."""
-    real = next(iter(sorted(SNAPSHOTS.glob("*.pickle"))), None)
-    out: dict[str, Path] = {}
-    (tmp / "empty.pickle").write_bytes(b"")
-    out["empty"] = tmp / "empty.pickle"
-    out["list_of_ints"] = write(tmp / "ints.pickle", [1, 2, 3])
-    out["dict_without_segments"] = write(tmp / "nosegs.pickle", {"device_traces": [[]]})
-    out["string"] = write(tmp / "str.pickle", "segments")
-    out["segments_not_a_list"] = write(tmp / "seg.pickle", {"segments": 3})
-    out["block_without_size"] = write(
-        tmp / "nosize.pickle",
-        {"segments": [{"total_size": 10, "blocks": [{"state": "inactive"}]}]},
-    )
-    out["negative_size"] = write(
-        tmp / "neg.pickle",
-        {"segments": [{"total_size": 10, "blocks": [{"size": -5, "state": "inactive"}]}]},
-    )
-    out["integer_wider_than_64_bits"] = write(
-        tmp / "wide.pickle", {"segments": [{"total_size": 1 << 70, "blocks": []}]}
-    )
-    out["trace_entry_not_a_dict"] = write(
-        tmp / "entry.pickle", {"segments": [], "device_traces": [[7]]}
-    )
-    out["text_not_a_pickle"] = tmp / "text.pickle"
-    out["text_not_a_pickle"].write_text("segments: 3\n")
-    if real is not None:
-        raw = real.read_bytes()
-        for cut in (1, 2, 100, len(raw) // 3, len(raw) // 2, len(raw) - 1):
-            out[f"truncated_at_{cut}"] = tmp / f"cut{cut}.pickle"
-            out[f"truncated_at_{cut}"].write_bytes(raw[:cut])
-    return out
-
-
-def test_bad_inputs_are_refused_cleanly(tmp_path: Path) -> None:
-    """Each: exit 2 with one ``error:`` line and no traceback from the command; a
-    BadInputError (not a panic) from the API, on the path and on the bytes. The same with
-    ``--no-trace``, but for a bad trace entry: that reading does not look into entries."""
-    for kind, path in bad_inputs(tmp_path).items():
-        for trace in (True, False):
-            if kind == "trace_entry_not_a_dict" and not trace:
-                doc = snapshot_json(path, "--no-trace")
-                assert doc["trace_skipped"] and doc["stats"]["segments"] == 0
-                continue
-            line = refused_by_cli(path, *([] if trace else ["--no-trace"]))
-            assert path.name in line, (kind, line)
-            assert isinstance(api_error(path, trace), gpuscope.BadInputError), kind
-            assert isinstance(api_error(path.read_bytes(), trace), gpuscope.BadInputError), kind
-
-
-def test_a_directory_or_a_missing_file_is_an_os_error(tmp_path: Path) -> None:
-    for path in (tmp_path, tmp_path / "missing.pickle"):
-        line = refused_by_cli(path)
-        assert str(path.name) in line
-        assert isinstance(api_error(path), OSError)
-    assert isinstance(api_error(tmp_path / "missing.pickle"), FileNotFoundError)
-
-
-def run_isolated(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Runs Python code in a child process: a crash there cannot take pytest down."""
-    return run([sys.executable, "-c", code, *args], timeout=120)
-
-
-API_IN_A_CHILD = (
-    "import sys, gpuscope\n"
-    "try:\n"
-    "    gpuscope.analyze_snapshot(sys.argv[1])\n"
-    "except (gpuscope.BadInputError, OSError) as e:\n"
-    "    print('refused:', e)\n"
-    "else:\n"
-    "    print('read')\n"
-)
-
-
-def check_read_or_refused(path: Path) -> None:
-    """The command ends with 0 or 2, never by a signal; the API returns or raises."""
-    out = gpuscope_cli("snapshot", path, "--format", "json")
-    assert out.returncode in (0, 2), f"exit {out.returncode}: {out.stderr[-500:]}"
-    assert "panicked" not in out.stderr
-    child = run_isolated(API_IN_A_CHILD, str(path))
-    assert child.returncode == 0, f"exit {child.returncode}: {child.stderr[-500:]}"
-
-
-def test_a_self_referencing_allocator_setting_does_not_crash(tmp_path: Path) -> None:
-    """Pickle memo entries can make a cycle; a reader of someone else's file must not die
-    on one (the segments, traces and frames survive cycles; the settings do not)."""
-    settings: dict[str, Any] = {"expandable_segments": False}
-    settings["self"] = settings
-    path = write(tmp_path / "cycle.pickle", {"segments": [], "allocator_settings": settings})
-    check_read_or_refused(path)
-
-
-def nested_lists(depth: int) -> bytes:
-    """A snapshot whose allocator_settings hold a list nested ``depth`` deep, written
-    opcode by opcode (the standard library's pickler would recurse as deep)."""
-
-    def text(s: str) -> bytes:
-        return b"\x8c" + bytes([len(s)]) + s.encode()
-
-    return (
-        b"\x80\x02}"
-        + text("segments")
-        + b"]s"
-        + text("allocator_settings")
-        + b"}"
-        + text("x")
-        + b"]" * depth
-        + b"a" * (depth - 1)
-        + b"ss."
-    )
-
-
-def test_nested_lists_builder_is_a_valid_pickle() -> None:
-    """Guards the next test's input: the standard library reads a shallow one."""
-    assert pickle.loads(nested_lists(3)) == {"segments": [], "allocator_settings": {"x": [[[]]]}}
-
-
-def test_deeply_nested_allocator_setting_does_not_crash(tmp_path: Path) -> None:
-    path = tmp_path / "deep.pickle"
-    path.write_bytes(nested_lists(200_000))
-    check_read_or_refused(path)
-
-
-def test_deeply_nested_frames_do_not_crash(tmp_path: Path) -> None:
-    """The same depth where a trace entry's frames belong: read or refused."""
-
-    def text(s: str) -> bytes:
-        return b"\x8c" + bytes([len(s)]) + s.encode()
-
-    depth = 200_000
-    raw = (
-        b"\x80\x02}"
-        + text("segments")
-        + b"]s"
-        + text("device_traces")
-        + b"]]}"
-        + text("action")
-        + text("alloc")
-        + b"s"
-        + text("size")
-        + b"K\x10s"
-        + text("addr")
-        + b"K\x01s"
-        + text("frames")
-        + b"]" * depth
-        + b"a" * (depth - 1)
-        + b"saas."
-    )
-    path = tmp_path / "deep_frames.pickle"
-    path.write_bytes(raw)
-    check_read_or_refused(path)
-
-
 # ----------------------------------------------------------------- synthetic snapshots
-
-SEG = 0x7F00_0000_0000
 
 
 def oom_snapshot() -> tuple[dict[str, Any], Trace]:
@@ -1263,27 +539,6 @@ def test_peak_before_the_trace_began(tmp_path: Path) -> None:
     assert doc["trace"]["trace_live_delta_peak_bytes"] == 0
     assert doc["trace"]["peak_allocated_bytes"] == 10 * MiB
     assert listed(doc["peak"]["by_site"]) == {BEFORE_TRACE: [10 * MiB, 0]}
-
-
-def call_sites_snapshot() -> dict[str, Any]:
-    """train.py:12 step keeps 4 MiB; model.py:30 forward (called from step) allocates and
-    frees 2 MiB three times; train.py:14 step keeps 1 MiB."""
-    kept = block(4 * MiB, frames=py_stack(STEP, MAIN))
-    small = block(1 * MiB, frames=py_stack(STEP_14, MAIN))
-    rest = block(3 * MiB, "inactive")
-    seg = segment([kept, small, rest], SEG)
-    t = Trace()
-    t.alloc(kept)
-    for _ in range(3):
-        temp = {
-            "address": rest["address"],
-            "size": 2 * MiB,
-            "frames": py_stack(FORWARD, STEP, MAIN),
-        }
-        t.alloc(temp)
-        t.free(temp)
-    t.alloc(small)
-    return snapshot([seg], [t])
 
 
 @pytest.mark.parametrize("frames", [1, 2])
