@@ -77,6 +77,12 @@ def real_data() -> dict[str, Any]:
     return out
 
 
+@functools.cache
+def real_json() -> dict[str, Doc]:
+    """Each real snapshot's ``gpuscope snapshot --format json`` document (made once)."""
+    return {name: snapshot_json(SNAPSHOTS / name) for name in json.loads(REFERENCE.read_text())}
+
+
 # --------------------------------------------------------------------- running gpuscope
 
 

@@ -56,6 +56,7 @@ from _snapshots import (
     listed,
     py_stack,
     real_data,
+    real_json,
     replay,
     segment,
     site,
@@ -73,12 +74,6 @@ from _snapshots import (
 def reference() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(REFERENCE.read_text())
     return data
-
-
-@pytest.fixture(scope="module")
-def real_json() -> dict[str, Doc]:
-    """Each real snapshot's ``gpuscope snapshot --format json`` document."""
-    return {name: snapshot_json(SNAPSHOTS / name) for name in json.loads(REFERENCE.read_text())}
 
 
 # ------------------------------------------------------------- reference parity (real)
@@ -126,12 +121,12 @@ def test_matches_reference(reference: dict[str, Any], name: str, via: str) -> No
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_api_gives_the_cli_document(real_json: dict[str, Doc], name: str) -> None:
+def test_api_gives_the_cli_document(name: str) -> None:
     """``analyze_snapshot`` on a path and on the pickle's bytes is the ``--format json``
     document, but for ``path``; ``frames`` and ``top`` are the options of the same name.
     (Compared as JSON: the next test is about tuples in the API's answer.)"""
     path = SNAPSHOTS / name
-    cli = without_path(real_json[name])
+    cli = without_path(real_json()[name])
     assert as_json(gpuscope.analyze_snapshot(path)) == cli
     assert as_json(gpuscope.analyze_snapshot(str(path))) == cli
     assert as_json(gpuscope.analyze_snapshot(path.read_bytes())) == cli
@@ -148,11 +143,11 @@ def test_api_dict_equals_the_parsed_cli_json(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_stats_add_up_the_segments_and_blocks(real_json: dict[str, Doc], name: str) -> None:
+def test_stats_add_up_the_segments_and_blocks(name: str) -> None:
     """The state at the dump, summed here from the pickle: segments' sums, blocks by
     state, the free bytes split as _memory_viz splits them (rounding inside allocated
     blocks is internal, every other block external), per segment size class."""
-    data, stats = real_data()[name], real_json[name]["stats"]
+    data, stats = real_data()[name], real_json()[name]["stats"]
     segments = data["segments"]
     blocks = [b for s in segments for b in s["blocks"]]
     assert stats["segments"] == len(segments)
@@ -838,12 +833,10 @@ def test_text_fits_80_columns(name: str) -> None:
     assert str(SNAPSHOTS / name) in text or name in text
 
 
-def test_text_says_why_a_site_differs_between_the_peak_and_the_dump(
-    real_json: dict[str, Doc],
-) -> None:
+def test_text_says_why_a_site_differs_between_the_peak_and_the_dump() -> None:
     """The trace counts requested bytes and the dump rounded blocks: on the real snapshot a
     site alive at both shows two sizes, and the text says why, once, after the dump."""
-    doc = real_json["lm_fullstep_ctx128.pickle"]
+    doc = real_json()["lm_fullstep_ctx128.pickle"]
     peak, now = listed(doc["peak"]["by_site"]), listed(doc["now"]["by_site"])
     assert any(peak[s][0] != now[s][0] for s in peak.keys() & now.keys())
     text = snapshot_text(SNAPSHOTS / "lm_fullstep_ctx128.pickle")

@@ -21,11 +21,11 @@ from _snapshots import (
     REAL,
     REFUSED_OPCODES,
     SNAPSHOTS,
-    Doc,
     api_error,
     as_json,
     call_sites_snapshot,
     real_data,
+    real_json,
     refused_by_cli,
     snapshot_json,
     snapshot_text,
@@ -43,7 +43,6 @@ TRACE_PARTS = ("trace", "peak", "stacked", "devices", "never_freed", "churn", "o
 @pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
 @pytest.mark.parametrize("name", REAL)
 def test_every_pickle_protocol_reads_the_same(
-    real_json: dict[str, Doc],
     tmp_path: Path,
     name: str,
     protocol: int,
@@ -54,8 +53,8 @@ def test_every_pickle_protocol_reads_the_same(
     protocol 0 puts its dict's pairs on the stack one at a time (SETITEM, no MARK), where
     the reader does not stop: that file is read whole."""
     path = write(tmp_path / f"p{protocol}.pickle", real_data()[name], protocol)
-    assert without_path(snapshot_json(path)) == without_path(real_json[name])
-    whole = real_json[name]
+    assert without_path(snapshot_json(path)) == without_path(real_json()[name])
+    whole = real_json()[name]
     assert not whole["trace_skipped"] and whole["trace"] is not None
     for doc in (
         snapshot_json(path, "--no-trace"),
