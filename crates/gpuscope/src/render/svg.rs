@@ -7,6 +7,7 @@ use std::fmt::Write;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 
 use crate::analysis::report::timeline::Unit;
+use crate::model::units::ByteUnit;
 
 const WIDTH: f64 = 940.0;
 const PLOT_HEIGHT: f64 = 230.0;
@@ -241,12 +242,12 @@ fn y_range(columns: &[Vec<Option<f64>>], unit: Unit) -> (f64, f64) {
 /// Round tick values between `lo` and `hi`, with their labels; bytes are ticked in round
 /// MB or GB (MiB or GiB with `iec`).
 fn ticks(lo: f64, hi: f64, unit: Unit, iec: bool) -> Vec<(f64, String)> {
-    const MIB: f64 = (1u64 << 20) as f64;
+    let (mib, gib) = (ByteUnit::Mib.bytes(), ByteUnit::Gib.bytes());
     let (divisor, suffix) = match (unit, iec) {
-        (Unit::Bytes, false) if hi >= 2048.0 * MIB => (1024.0 * MIB, " GB"),
-        (Unit::Bytes, false) => (MIB, " MB"),
-        (Unit::Bytes, true) if hi >= 2048.0 * MIB => (1024.0 * MIB, " GiB"),
-        (Unit::Bytes, true) => (MIB, " MiB"),
+        (Unit::Bytes, false) if hi >= 2.0 * gib => (gib, " GB"),
+        (Unit::Bytes, false) => (mib, " MB"),
+        (Unit::Bytes, true) if hi >= 2.0 * gib => (gib, " GiB"),
+        (Unit::Bytes, true) => (mib, " MiB"),
         (Unit::Percent, _) => (1.0, "%"),
         (Unit::Milliseconds, _) => (1.0, " ms"),
         (Unit::Count | Unit::Loss | Unit::Norm, _) => (1.0, ""),
