@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import gpuscope
 import pytest
 import torch
 from torch import nn
@@ -227,3 +228,22 @@ def test_gpuscope_run_dir_is_the_default(tmp_path: Path, monkeypatch: pytest.Mon
     assert [r["iteration"] for r in records] == [1, 2]
     assert all(set(r["losses"]) == {"total"} for r in records)
     assert not (tmp_path / "root" / "gpuscope").exists()
+
+
+@pytest.mark.parametrize("value", ["", None])
+def test_an_empty_or_unset_run_dir_variable_means_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str | None
+) -> None:
+    """An empty GPUSCOPE_RUN_DIR is no run directory, as the CLI reads it (`gpuscope run`
+    and `gpuscope nsys` then make their own): the profiler writes to runs/gpuscope, not
+    into the current directory."""
+    monkeypatch.chdir(tmp_path)
+    if value is None:
+        monkeypatch.delenv("GPUSCOPE_RUN_DIR", raising=False)
+    else:
+        monkeypatch.setenv("GPUSCOPE_RUN_DIR", value)
+    profiler = gpuscope.MemoryProfiler(model=nn.Linear(2, 1), every=1)
+    profiler.step(1)
+    profiler.close()
+    assert [r["iteration"] for r in _records(tmp_path / "runs" / "gpuscope")] == [1]
+    assert not (tmp_path / "profiles").exists()

@@ -14,5 +14,7 @@ __all__ = ["default_run_dir"]
 
 
 def default_run_dir(default: str | os.PathLike[str] = "runs/gpuscope") -> Path:
-    """``$GPUSCOPE_RUN_DIR`` (set by ``gpuscope run``), else ``default``."""
-    return Path(os.environ.get(RUN_DIR_VAR, default))
+    """``$GPUSCOPE_RUN_DIR`` (set by ``gpuscope run``) when set and not empty, else
+    ``default``: an empty variable means none, as the CLI reads it, not the current
+    directory."""
+    return Path(os.environ.get(RUN_DIR_VAR) or default)
