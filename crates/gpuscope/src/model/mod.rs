@@ -8,6 +8,7 @@ pub mod memory_timeline;
 pub mod nsys;
 pub mod oom;
 pub mod snapshot;
+pub mod sources;
 pub mod spelled;
 pub mod tensorboard;
 pub mod trace;

@@ -306,7 +306,7 @@ fn runs_in(dir: &Path) -> Vec<PathBuf> {
 
 /// The memory record files of a run directory (in `profiles/` when it has one): the JSONL
 /// files if any, else the `tensor_profile_*.log` text logs.
-fn record_files(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn record_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let profiles = if dir.join("profiles").is_dir() {
         dir.join("profiles")
     } else {

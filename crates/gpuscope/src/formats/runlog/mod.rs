@@ -7,6 +7,7 @@ pub mod load;
 pub mod oom_report;
 pub mod paths;
 pub mod read;
+pub mod sources;
 pub mod tags;
 pub mod text_block;
 pub mod writer;
