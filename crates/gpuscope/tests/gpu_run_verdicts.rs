@@ -61,6 +61,30 @@ fn the_impossible_request_is_named_and_not_counted() {
     assert_eq!(e.device_total_bytes, Some(150_109_880_320));
 }
 
+/// The report names its snapshot by the path it had on the GPU machine; the shared copy
+/// kept the text alone, so the snapshot is named and said to be missing. Once a file of
+/// that name is beside the report, it is found there whatever the path said.
+#[test]
+fn the_oom_snapshot_is_found_by_name_beside_its_report() {
+    let named = "runs/lm_clean/snapshots/oom.20261126_065229.pickle";
+    let e = &h200("lm_clean").oom_events[0];
+    let snapshot = e.snapshot.as_ref().unwrap();
+    assert_eq!(
+        (snapshot.named.as_str(), snapshot.path.as_ref()),
+        (named, None)
+    );
+
+    let (_tmp, dir) = edited_copy("lm_clean", |_| {});
+    let pickle = dir.join("snapshots/oom.20261126_065229.pickle");
+    std::fs::copy(
+        shared_data("gpu-h200/lm_clean/snapshots/iter30.pickle"),
+        &pickle,
+    )
+    .unwrap();
+    let e = &run_report(&dir).oom_events[0];
+    assert_eq!(e.snapshot.as_ref().unwrap().path.as_ref(), Some(&pickle));
+}
+
 #[test]
 fn the_capped_run_is_fragmented_with_its_retries_and_ooms() {
     let run = h200("lm_variable_capped");

@@ -24,6 +24,21 @@ pub struct OomEvent {
     pub impossible: bool,
     /// The first line of torch's message.
     pub message: String,
+    /// The allocator snapshot saved with the report; `null` when it names none (no CUDA,
+    /// or the dump failed).
+    pub snapshot: Option<OomSnapshot>,
+}
+
+/// The allocator snapshot `gpuscope.oom_guard` saved with a report. The report names it by
+/// the path it had when written; a run directory that was moved or copied keeps it (or
+/// not) under the same file name beside the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OomSnapshot {
+    /// The path as the report names it.
+    pub named: String,
+    /// The file of that name beside the report; `null` when it is not there (a copy of
+    /// the run that kept the text alone).
+    pub path: Option<PathBuf>,
 }
 
 impl OomEvent {
@@ -35,6 +50,7 @@ impl OomEvent {
         requested_bytes: Option<u64>,
         device_total_bytes: Option<u64>,
         message: String,
+        snapshot: Option<OomSnapshot>,
     ) -> Self {
         let impossible = matches!(
             (requested_bytes, device_total_bytes),
@@ -48,6 +64,7 @@ impl OomEvent {
             device_total_bytes,
             impossible,
             message,
+            snapshot,
         }
     }
 }

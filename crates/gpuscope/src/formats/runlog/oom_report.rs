@@ -6,12 +6,15 @@
 use std::path::{Path, PathBuf};
 
 use crate::model::memory::MemoryRecord;
-use crate::model::oom::OomEvent;
+use crate::model::oom::{OomEvent, OomSnapshot};
 
 /// The line before the record's JSON.
 const RECORD_LINE: &str = "record:";
 /// The line holding torch's message.
 const ERROR_PREFIX: &str = "error: ";
+
+/// The line that names the snapshot saved with the report (`none (no CUDA)` without one).
+const SNAPSHOT_PREFIX: &str = "allocator snapshot: ";
 
 /// The reports of `rank` under `run_dir/snapshots/` (the unranked ones belong to rank 0),
 /// oldest first (their names end in the time they were written, `YYYYmmdd_HHMMSS`);
@@ -53,6 +56,18 @@ pub fn parse(path: PathBuf, text: &str) -> OomEvent {
         .as_ref()
         .and_then(|r| r.allocator.as_ref()?.device_total_bytes)
         .or_else(|| size_after(&message, "total capacity of "));
+    let snapshot = text
+        .lines()
+        .find_map(|l| l.strip_prefix(SNAPSHOT_PREFIX))
+        .map(str::trim)
+        .filter(|named| !named.is_empty() && !named.starts_with("none"))
+        .map(|named| OomSnapshot {
+            named: named.to_owned(),
+            path: Path::new(named)
+                .file_name()
+                .map(|name| path.with_file_name(name))
+                .filter(|beside| beside.is_file()),
+        });
     OomEvent::new(
         path,
         record.as_ref().map(|r| r.iteration),
@@ -60,6 +75,7 @@ pub fn parse(path: PathBuf, text: &str) -> OomEvent {
         size_after(&message, "Tried to allocate "),
         total,
         message,
+        snapshot,
     )
 }
 

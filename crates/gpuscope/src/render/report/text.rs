@@ -15,7 +15,7 @@ use crate::analysis::report::spread::RankSpread;
 use crate::analysis::report::summary::Figures;
 use crate::analysis::report::{Report, RunReport};
 use crate::model::memory::percent;
-use crate::model::oom::OomEvent;
+use crate::model::oom::{OomEvent, OomSnapshot};
 use crate::model::units::ByteUnit;
 
 use super::health::{event_line, sci, verdict};
@@ -190,8 +190,17 @@ pub(crate) fn caught_oom(e: &OomEvent) -> String {
         (Some(asked), _) => format!(": {} asked", bytes(asked)),
         _ => String::new(),
     };
+    let snapshot = match &e.snapshot {
+        Some(OomSnapshot {
+            path: Some(path), ..
+        }) => format!("; what was alive: gpuscope snapshot {}", path.display()),
+        Some(OomSnapshot { named, path: None }) => {
+            format!("; its allocator snapshot ({named}) is not beside the report")
+        }
+        None => String::new(),
+    };
     format!(
-        "Caught out-of-memory error{at}{asked} ({})",
+        "Caught out-of-memory error{at}{asked} ({}){snapshot}",
         e.report.display()
     )
 }
