@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::load::record_files;
+use super::paths::oom_report_rank;
 use crate::formats::trace::load::is_trace_file_name;
 use crate::model::sources::{Absent, Found, Source, Sources};
 use crate::{Error, Result};
@@ -44,7 +45,7 @@ fn files_of(dir: &Path, source: Source) -> Result<Vec<PathBuf>> {
         }
         Source::Trace => listed(&dir.join("profiler_traces"), is_trace_file_name),
         Source::Snapshot => listed(&dir.join("snapshots"), |name| {
-            name.ends_with(".pickle") || (name.starts_with("oom.") && name.ends_with(".txt"))
+            name.ends_with(".pickle") || oom_report_rank(name).is_some()
         }),
         Source::Gpu => Ok([dir.join("gpu.jsonl")]
             .into_iter()
