@@ -1,8 +1,8 @@
-//! `gpuscope report`: summarise the memory records of one or more runs.
+//! `gpuscope report`: diagnose one or more runs from everything each left behind.
 
 use std::path::{Path, PathBuf};
 
-use gpuscope::{latest_run, load_run, report};
+use gpuscope::{latest_run, read_run, report_runs};
 
 use crate::args::ReportArgs;
 use crate::{output, Failure};
@@ -12,10 +12,9 @@ pub fn run(args: ReportArgs) -> Result<(), Failure> {
     for given in &args.paths {
         let path = resolve(given)?;
         output::not_an_input(args.output.as_deref(), &[Some(&path)])?;
-        let ranks = load_run(&path, &mut output::progress("reading"))?;
-        runs.push((path, ranks));
+        runs.push(read_run(&path, &mut output::progress("reading"))?);
     }
-    output::emit(args.format, args.output.as_deref(), &report(&runs))
+    output::emit(args.format, args.output.as_deref(), &report_runs(runs))
 }
 
 /// `latest` → the newest run under `$GPUSCOPE_RUNS` or the current directory, said on stderr.

@@ -7,6 +7,7 @@ pub mod memory;
 pub mod memory_timeline;
 pub mod nsys;
 pub mod oom;
+pub mod run;
 pub mod snapshot;
 pub mod sources;
 pub mod spelled;

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::memory::Categories;
+
 /// One caught out-of-memory error.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OomEvent {
@@ -27,6 +29,19 @@ pub struct OomEvent {
     /// The allocator snapshot saved with the report; `null` when it names none (no CUDA,
     /// or the dump failed).
     pub snapshot: Option<OomSnapshot>,
+    /// Memory at the error, from the record taken then; `null` without a profiler.
+    pub at_error: Option<OomMemory>,
+}
+
+/// Memory when an out-of-memory error was caught, from the record taken then.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OomMemory {
+    /// Allocated by the allocator (`null` without its figures).
+    pub allocated_bytes: Option<u64>,
+    /// Reserved by the allocator.
+    pub reserved_bytes: Option<u64>,
+    /// Memory by category.
+    pub categories_bytes: Categories,
 }
 
 /// The allocator snapshot `gpuscope.oom_guard` saved with a report. The report names it by
@@ -65,6 +80,7 @@ impl OomEvent {
             impossible,
             message,
             snapshot,
+            at_error: None,
         }
     }
 }

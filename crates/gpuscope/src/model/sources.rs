@@ -85,3 +85,14 @@ impl Sources {
             .map_or(&[], |f| &f.files)
     }
 }
+
+/// A file of a source that could not be read, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unreadable {
+    /// Its source.
+    pub source: Source,
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    pub reason: String,
+}

@@ -45,6 +45,24 @@ impl ByteUnit {
     }
 }
 
+/// Bytes in binary units, for sentences and figures read alone (`render::units` says
+/// where each convention is used): three significant figures, `512 B`, `1.50 KiB`, `51.1 GiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{n} B"),
+        _ if value >= 100.0 => format!("{value:.0} {}", UNITS[unit]),
+        _ if value >= 10.0 => format!("{value:.1} {}", UNITS[unit]),
+        _ => format!("{value:.2} {}", UNITS[unit]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::ByteUnit;

@@ -12,24 +12,7 @@
 //! The conversions themselves are [`ByteUnit`]'s, in the model, because readers and
 //! writers of those files need them too.
 
-pub(crate) use crate::model::units::ByteUnit;
-
-/// Bytes in binary units, three significant figures: `512 B`, `1.50 KiB`, `51.1 GiB`.
-pub(crate) fn bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    match unit {
-        0 => format!("{n} B"),
-        _ if value >= 100.0 => format!("{value:.0} {}", UNITS[unit]),
-        _ if value >= 10.0 => format!("{value:.1} {}", UNITS[unit]),
-        _ => format!("{value:.2} {}", UNITS[unit]),
-    }
-}
+pub(crate) use crate::model::units::{human_bytes as bytes, ByteUnit};
 
 /// Signed bytes in binary units: `+1.50 GiB`, `-20.0 MiB`.
 pub(crate) fn signed_bytes(n: i64) -> String {

@@ -35,6 +35,7 @@ use self::sections::{section_trends, SectionTrend};
 use self::spread::{spread, RankSpread};
 use self::summary::{summarize, Summary};
 use self::timeline::{timeline, Timeline};
+use crate::analysis::diagnosis::Diagnosis;
 use crate::model::memory::RankRecords;
 use crate::model::oom::OomEvent;
 
@@ -92,6 +93,9 @@ pub struct Report {
     pub rank_spread: Vec<RankSpread>,
     /// The runs compared with the first one, when there are several.
     pub comparison: Option<Comparison>,
+    /// The diagnosis of each run given, in order; empty for a report of memory records
+    /// alone ([`report`]).
+    pub diagnoses: Vec<Diagnosis>,
 }
 
 /// The report on `runs`: each given path with the records of its ranks.
@@ -124,6 +128,7 @@ pub fn report(runs: &[(PathBuf, Vec<RankRecords>)]) -> Report {
             .filter_map(|(path, r)| run_report(path, r))
             .collect(),
         comparison: compare(&labelled),
+        diagnoses: Vec::new(),
     }
 }
 

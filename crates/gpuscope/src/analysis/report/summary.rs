@@ -66,6 +66,8 @@ pub struct Summary {
     pub start: Figures,
     /// Figures of the last record.
     pub end: Figures,
+    /// The device's memory in total, from the last record that gives it (`null` on CPU).
+    pub device_total_bytes: Option<u64>,
 }
 
 /// Summarises `records` (ordered by iteration); `None` when there are none.
@@ -76,5 +78,9 @@ pub fn summarize(records: &[MemoryRecord]) -> Option<Summary> {
         iterations: [first.iteration, last.iteration],
         start: Figures::of(first),
         end: Figures::of(last),
+        device_total_bytes: records
+            .iter()
+            .rev()
+            .find_map(|r| r.allocator.as_ref()?.device_total_bytes),
     })
 }

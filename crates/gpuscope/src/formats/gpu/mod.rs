@@ -8,6 +8,7 @@ pub mod log;
 pub mod nvidia_smi;
 pub mod nvml;
 pub mod process_tree;
+pub mod samples;
 pub mod tags;
 
 use std::path::Path;

@@ -10,6 +10,7 @@ pub mod read;
 pub mod sources;
 pub mod tags;
 pub mod text_block;
+pub mod whole;
 pub mod writer;
 
 pub use writer::{RunWriter, RunWriterOptions};

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::model::memory::MemoryRecord;
-use crate::model::oom::{OomEvent, OomSnapshot};
+use crate::model::oom::{OomEvent, OomMemory, OomSnapshot};
 
 /// The line before the record's JSON.
 const RECORD_LINE: &str = "record:";
@@ -68,7 +68,7 @@ pub fn parse(path: PathBuf, text: &str) -> OomEvent {
                 .map(|name| path.with_file_name(name))
                 .filter(|beside| beside.is_file()),
         });
-    OomEvent::new(
+    let mut event = OomEvent::new(
         path,
         record.as_ref().map(|r| r.iteration),
         record.as_ref().map(|r| r.time),
@@ -76,7 +76,13 @@ pub fn parse(path: PathBuf, text: &str) -> OomEvent {
         total,
         message,
         snapshot,
-    )
+    );
+    event.at_error = record.map(|r| OomMemory {
+        allocated_bytes: r.allocator.as_ref().map(|a| a.allocated_bytes),
+        reserved_bytes: r.allocator.as_ref().map(|a| a.reserved_bytes),
+        categories_bytes: r.categories_bytes,
+    });
+    event
 }
 
 /// A size as torch's `format_size` writes it (`512 bytes`, `1.50 KiB`, `2.00 MiB`,

@@ -11,6 +11,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+use crate::analysis::diagnosis::Diagnosis;
 use crate::analysis::report::compare::Comparison;
 use crate::analysis::report::spread::RankSpread;
 use crate::analysis::report::{Report, RunReport};
@@ -30,6 +31,7 @@ struct JsonDoc<'a> {
     rank_spread: &'a [RankSpread],
     #[serde(skip_serializing_if = "Option::is_none")]
     comparison: Option<&'a Comparison>,
+    diagnoses: &'a [Diagnosis],
 }
 
 impl Render for Report {
@@ -50,6 +52,7 @@ pub fn json(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         runs: &report.runs,
         rank_spread: &report.rank_spread,
         comparison: report.comparison.as_ref(),
+        diagnoses: &report.diagnoses,
     };
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
     writeln!(out)

@@ -1,0 +1,195 @@
+//! Findings of `gpu.jsonl`, the samples `gpuscope run` took: per GPU the training used,
+//! NVML's utilisation while the training held memory there, set beside the trace's busy
+//! time — and when the two disagree, a finding that says so rather than picking one.
+
+use super::evidence::{Evidence, UtilizationEvidence};
+use super::finding::{Anchor, Finding, FindingKind, FindingSource, Severity, Stake};
+use super::RunInputs;
+use crate::model::gpu::Sample;
+use crate::model::units::human_bytes;
+
+/// Mean utilisation at or below this, percent, while the training held the GPU, is medium.
+pub const LOW_UTILIZATION_PERCENT: f64 = 30.0;
+/// NVML's mean utilisation and the trace's busy share further apart than this many points
+/// are a disagreement.
+pub const DISAGREEMENT_POINTS: f64 = 25.0;
+
+pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
+    if run.samples.is_empty() {
+        return Vec::new();
+    }
+    let trace_busy = trace_busy_percent(run);
+    let used: Vec<Finding> = gpu_indices(run.samples)
+        .into_iter()
+        .filter_map(|gpu| utilization(run.samples, gpu, trace_busy))
+        .flatten()
+        .collect();
+    if !used.is_empty() {
+        return used;
+    }
+    let peak_rss = run
+        .samples
+        .iter()
+        .filter_map(|s| s.tree.as_ref()?.rss_bytes)
+        .max();
+    vec![Finding {
+        source: FindingSource::Gpu,
+        rank: None,
+        kind: FindingKind::Utilization,
+        severity: Severity::Info,
+        summary: format!(
+            "{} samples, and the training held memory on no GPU{}",
+            run.samples.len(),
+            peak_rss.map_or(String::new(), |r| format!(
+                "; its processes peaked at {} resident",
+                human_bytes(r)
+            ))
+        ),
+        stake: Stake::None,
+        evidence: Evidence::Utilization(UtilizationEvidence {
+            samples: run.samples.len(),
+            gpu: 0,
+            mean_percent: None,
+            max_percent: None,
+            peak_memory_used_bytes: None,
+            memory_total_bytes: None,
+            trace_busy_percent: trace_busy,
+        }),
+        next: String::new(),
+        anchor: Anchor::Gpu,
+    }]
+}
+
+/// The traces' GPU busy share of their kernel span, mean over ranks.
+fn trace_busy_percent(run: &RunInputs) -> Option<f64> {
+    let busy: Vec<f64> = run
+        .traces?
+        .ranks
+        .iter()
+        .filter_map(|r| Some(100.0 - r.temporal.as_ref()?.idle_time_percent))
+        .collect();
+    (!busy.is_empty()).then(|| busy.iter().sum::<f64>() / busy.len() as f64)
+}
+
+fn gpu_indices(samples: &[Sample]) -> Vec<u32> {
+    let mut indices: Vec<u32> = samples
+        .iter()
+        .flat_map(|s| s.gpus.iter().map(|g| g.index))
+        .collect();
+    indices.sort_unstable();
+    indices.dedup();
+    indices
+}
+
+/// The finding of GPU `gpu`, when the training held memory on it in some sample: the
+/// command's processes had memory there (`gpuscope run`'s tree), else its memory in use
+/// rose above the least of the run.
+fn utilization(samples: &[Sample], gpu: u32, trace_busy: Option<f64>) -> Option<Vec<Finding>> {
+    let of_gpu: Vec<(&Sample, &crate::model::gpu::GpuSample)> = samples
+        .iter()
+        .filter_map(|s| Some((s, s.gpus.iter().find(|g| g.index == gpu)?)))
+        .collect();
+    let least = of_gpu
+        .iter()
+        .filter_map(|(_, g)| g.memory_used_bytes)
+        .min()?;
+    let held: Vec<_> = of_gpu
+        .iter()
+        .filter(|(s, g)| {
+            let tree_holds = s.tree.as_ref().and_then(|t| t.gpu_memory_bytes) != Some(0);
+            tree_holds && g.memory_used_bytes > Some(least)
+        })
+        .collect();
+    if held.is_empty() {
+        return None;
+    }
+    let utils: Vec<f64> = held
+        .iter()
+        .filter_map(|(_, g)| g.utilization_percent)
+        .collect();
+    let mean = (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64);
+    let max = utils.iter().copied().reduce(f64::max);
+    let peak_used = held.iter().filter_map(|(_, g)| g.memory_used_bytes).max();
+    let total = held.iter().find_map(|(_, g)| g.memory_total_bytes);
+    let name = &held[0].1.name;
+    let severity = if mean.is_some_and(|m| m <= LOW_UTILIZATION_PERCENT) {
+        Severity::Medium
+    } else {
+        Severity::Info
+    };
+    let mut summary = format!("GPU {gpu} ({name}): ");
+    match (mean, max) {
+        (Some(mean), Some(max)) => summary.push_str(&format!(
+            "NVML utilisation {mean:.0} % on average, {max:.0} % at most, over the {} \
+             samples the training held memory",
+            held.len()
+        )),
+        _ => summary.push_str("no utilisation reported (a MIG device or an old driver)"),
+    }
+    if let Some(busy) = trace_busy {
+        summary.push_str(&format!(
+            "; the trace's kernels kept it busy {busy:.0} % of their span"
+        ));
+    }
+    if let (Some(used), Some(total)) = (peak_used, total) {
+        summary.push_str(&format!(
+            "; memory in use peaked at {} of {}",
+            human_bytes(used),
+            human_bytes(total)
+        ));
+    }
+    let evidence = UtilizationEvidence {
+        samples: held.len(),
+        gpu,
+        mean_percent: mean,
+        max_percent: max,
+        peak_memory_used_bytes: peak_used,
+        memory_total_bytes: total,
+        trace_busy_percent: trace_busy,
+    };
+    let mut out = vec![Finding {
+        source: FindingSource::Gpu,
+        rank: None,
+        kind: FindingKind::Utilization,
+        severity,
+        summary,
+        stake: Stake::StepTime {
+            percent: mean.map_or(0.0, |m| 100.0 - m),
+        },
+        evidence: Evidence::Utilization(evidence),
+        next: if severity == Severity::Medium && trace_busy.is_none() {
+            "gpuscope.profile(...) around the training loop: a trace says what the GPU \
+             waits for"
+                .to_owned()
+        } else {
+            String::new()
+        },
+        anchor: Anchor::Gpu,
+    }];
+    if let (Some(mean), Some(busy)) = (mean, trace_busy) {
+        if (mean - busy).abs() > DISAGREEMENT_POINTS {
+            out.push(Finding {
+                source: FindingSource::Gpu,
+                rank: None,
+                kind: FindingKind::Disagreement,
+                severity: Severity::Low,
+                summary: format!(
+                    "GPU {gpu}: NVML says busy {mean:.0} % on average, the trace {busy:.0} %: \
+                     NVML averages every sample while the training held memory (start-up, \
+                     evaluation, checkpoints included), the trace only its profiled steps"
+                ),
+                stake: Stake::None,
+                evidence: Evidence::Disagreement {
+                    figure: "GPU busy, percent",
+                    first: ("gpu", mean),
+                    second: ("trace", busy),
+                    why: "different windows: the whole run against the profiled steps",
+                },
+                next: "profile steps from more of the run (gpuscope.profile with repeat=...)"
+                    .to_owned(),
+                anchor: Anchor::Gpu,
+            });
+        }
+    }
+    Some(out)
+}

@@ -1,0 +1,177 @@
+//! Findings of the profiler traces: per rank the step verdicts with the GPU's idle share,
+//! whether it is launch-bound, and the largest gap with what the CPU did then; across ranks
+//! the stragglers, beside their memory.
+
+use super::evidence::{Evidence, StepEvidence};
+use super::finding::{Anchor, Finding, FindingKind, FindingSource, Severity, Stake};
+use super::RunInputs;
+use crate::analysis::trace::report::RankReport;
+use crate::analysis::trace::steps::{Verdict, VerdictKind};
+use crate::model::units::human_bytes;
+
+/// A GPU idle this share of its kernel span (or of each step) or more is high.
+pub const IDLE_HIGH_PERCENT: f64 = 50.0;
+
+pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
+    let Some(traces) = run.traces else {
+        return Vec::new();
+    };
+    let mut out: Vec<Finding> = traces.ranks.iter().flat_map(steps).collect();
+    if let Some(comparison) = &traces.comparison {
+        for s in &comparison.stragglers {
+            let peak = run
+                .ranks
+                .iter()
+                .find(|r| r.rank == s.rank)
+                .and_then(|r| r.fragmentation.as_ref())
+                .map(|f| f.peak_allocated_bytes);
+            let memory = peak.map_or(String::new(), |p| {
+                format!("; its memory peaked at {} allocated", human_bytes(p))
+            });
+            out.push(Finding {
+                source: FindingSource::Trace,
+                rank: Some(s.rank),
+                kind: FindingKind::Straggler,
+                severity: Severity::Medium,
+                summary: format!(
+                    "rank {} straggles: its compute time is {:+.0} % over the ranks' \
+                     median{memory}",
+                    s.rank, s.compute_over_median_percent
+                ),
+                stake: Stake::StepTime {
+                    percent: s.compute_over_median_percent.clamp(0.0, 100.0),
+                },
+                evidence: Evidence::Straggler {
+                    straggler: s.clone(),
+                    ranks: comparison.ranks.clone(),
+                    peak_allocated_bytes: peak,
+                },
+                next: "compare its kernels with another rank's: gpuscope trace \
+                       rankA.json.gz --diff rankB.json.gz"
+                    .to_owned(),
+                anchor: Anchor::Trace,
+            });
+        }
+    }
+    out
+}
+
+/// The step findings of one rank: one per verdict, or one saying what the trace shows.
+fn steps(rank: &RankReport) -> Vec<Finding> {
+    let idle = rank.temporal.as_ref().map(|t| t.idle_time_percent);
+    let mean_ms = rank.steps.as_ref().map(|s| s.mean.duration_us / 1000.0);
+    let evidence = |verdict: Option<&Verdict>| {
+        Evidence::Steps(StepEvidence {
+            trace: rank.path.clone(),
+            steps: rank.steps.as_ref().map_or(0, |s| s.steps.len()),
+            mean_step_ms: mean_ms,
+            gpu_idle_percent: idle,
+            verdict: verdict.cloned(),
+            launch_bound: rank.launch_bound,
+            largest_gap: rank.largest_gaps.first().cloned(),
+        })
+    };
+    let finding = |severity, summary, percent, verdict: Option<&Verdict>, next: &str| Finding {
+        source: FindingSource::Trace,
+        rank: Some(rank.rank),
+        kind: if rank.launch_bound && verdict.is_none() {
+            FindingKind::LaunchBound
+        } else {
+            FindingKind::Steps
+        },
+        severity,
+        summary,
+        stake: Stake::StepTime { percent },
+        evidence: evidence(verdict),
+        next: next.to_owned(),
+        anchor: Anchor::Trace,
+    };
+    let verdicts = rank.steps.as_ref().map_or(&[][..], |s| &s.verdicts[..]);
+    if !verdicts.is_empty() {
+        return verdicts
+            .iter()
+            .map(|v| {
+                let severity =
+                    if v.kind == VerdictKind::GpuStarved && v.percent >= IDLE_HIGH_PERCENT {
+                        Severity::High
+                    } else {
+                        Severity::Medium
+                    };
+                let mut summary = v.advice.clone();
+                if v.kind == VerdictKind::GpuStarved {
+                    summary.push_str(&launch_bound_and_gap(rank));
+                }
+                finding(
+                    severity,
+                    summary,
+                    v.percent,
+                    Some(v),
+                    next_for(v.kind, rank),
+                )
+            })
+            .collect();
+    }
+    let Some(idle) = idle else {
+        return vec![finding(
+            Severity::Info,
+            format!(
+                "no GPU work in this trace ({} events): a CPU profile",
+                rank.events
+            ),
+            0.0,
+            None,
+            "",
+        )];
+    };
+    let severity = if idle >= IDLE_HIGH_PERCENT {
+        Severity::Medium
+    } else {
+        Severity::Info
+    };
+    let steps = mean_ms.map_or(String::new(), |ms| format!("; mean step {ms:.1} ms"));
+    let summary = format!(
+        "GPU idle {idle:.0} % of its kernel span{steps}, no step verdict{}",
+        launch_bound_and_gap(rank)
+    );
+    let next = if rank.launch_bound {
+        next_for(VerdictKind::LaunchOverhead, rank)
+    } else {
+        ""
+    };
+    vec![finding(severity, summary, idle, None, next)]
+}
+
+/// `; launch-bound; largest gap 1.03 ms during Optimizer.step`, as far as known.
+fn launch_bound_and_gap(rank: &RankReport) -> String {
+    let mut out = String::new();
+    if rank.launch_bound {
+        out.push_str("; launch-bound: most kernels are shorter than their launch");
+    }
+    if let Some(gap) = rank.largest_gaps.first() {
+        out.push_str(&format!(
+            "; largest GPU gap {:.2} ms at {:.1} ms",
+            gap.duration_us / 1000.0,
+            gap.start_us / 1000.0
+        ));
+        if let Some(c) = gap.cpu.first() {
+            out.push_str(&format!(", the CPU in {}", c.name));
+        }
+    }
+    out
+}
+
+fn next_for(kind: VerdictKind, rank: &RankReport) -> &'static str {
+    match kind {
+        VerdictKind::InputPipeline => "DataLoader(num_workers=..., pin_memory=True)",
+        VerdictKind::GpuStarved if rank.launch_bound => {
+            "torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs, and no .item() \
+             in the step"
+        }
+        VerdictKind::GpuStarved => "remove .item()/.cpu()/print of tensors from the step",
+        VerdictKind::LaunchOverhead => {
+            "torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs"
+        }
+        VerdictKind::DataMovement => "pin_memory=True and .to(device, non_blocking=True)",
+        VerdictKind::Communication => "overlap communication: DDP bucket_cap_mb, no_sync()",
+    }
+}
