@@ -72,9 +72,8 @@ fn listed(dir: &Path, keep: impl Fn(&str) -> bool) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
-        if entry.file_type().is_ok_and(|t| t.is_file())
-            && keep(&entry.file_name().to_string_lossy())
-        {
+        // `is_file` follows links: a run directory may link files kept elsewhere.
+        if keep(&entry.file_name().to_string_lossy()) && entry.path().is_file() {
             files.push(entry.path());
         }
     }

@@ -31,6 +31,7 @@ const RULE: &str =
 
 /// The text report in `width` columns.
 pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> {
+    super::diagnosis::text(&report.diagnoses, width, out)?;
     for run in &report.runs {
         let s = &run.summary;
         writeln!(out, "{RULE}")?;
