@@ -17,7 +17,10 @@ border-bottom:1px solid #e4e4ea}td:first-child,th:first-child{text-align:left}\
 .tick{font-size:11px;fill:#555}.axis{font-size:11px;fill:#333}.legend{font-size:12px}\
 .marker-label{font-size:10px}.meta,.skipped{color:#666}td.name{max-width:460px;\
 overflow-wrap:anywhere}td.name,th.name{text-align:left}td.num,th.num{text-align:right}\
-td.num{white-space:nowrap}";
+td.num{white-space:nowrap}.findings li{margin:6px 0}.severity{display:inline-block;\
+min-width:56px;font-weight:600;text-transform:uppercase;font-size:12px}.high .severity{color:#b22}\
+.medium .severity{color:#c60}.low .severity{color:#776}.info .severity{color:#4e79a7}\
+.source{color:#666}.next{margin-left:64px;color:#444}";
 
 /// Starts a page titled `title`, with `meta` (already escaped HTML) under the heading.
 pub fn page_start(title: &str, meta: &str) -> String {

@@ -129,7 +129,7 @@ pub struct PeakEvidence {
     /// The iteration of the record with the most memory allocated.
     pub iteration: i64,
     /// The most allocated: on GPU the allocator's own peak (between records too), on CPU
-    /// the records' highest census.
+    /// the records' highest sum of categories.
     pub allocated_bytes: u64,
     /// The most reserved, on GPU.
     pub reserved_bytes: Option<u64>,

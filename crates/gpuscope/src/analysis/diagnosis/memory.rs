@@ -50,10 +50,19 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
     out
 }
 
-/// The snapshot with the largest peak, and its largest call sites then.
+/// The snapshot with the largest peak, and its largest call sites then. Not one saved at
+/// an out-of-memory error: its peak holds what the failing step asked for, which the
+/// records' peak leaves out too.
 fn alive_at_peak(run: &RunInputs) -> Option<(std::path::PathBuf, Vec<SiteBytes>)> {
+    let at_oom: Vec<&std::path::Path> = run
+        .ranks
+        .iter()
+        .flat_map(|r| &r.oom_events)
+        .filter_map(|e| e.snapshot.as_ref()?.path.as_deref())
+        .collect();
     run.snapshots
         .iter()
+        .filter(|s| !at_oom.contains(&s.path.as_path()))
         .filter_map(|s| Some((s, s.peak.as_ref()?)))
         .max_by_key(|(_, peak)| peak.bytes)
         .map(|(s, peak)| {
@@ -66,14 +75,24 @@ fn alive_at_peak(run: &RunInputs) -> Option<(std::path::PathBuf, Vec<SiteBytes>)
 
 fn peak(rank: &RunReport, alive: Option<(std::path::PathBuf, Vec<SiteBytes>)>) -> Option<Finding> {
     let timeline = &rank.timeline;
-    let allocated = timeline
-        .get("allocated")
-        .or_else(|| timeline.get("census"))?;
-    let (at, bytes) = allocated
-        .values
-        .iter()
-        .enumerate()
-        .filter_map(|(i, v)| Some((i, (*v)?)))
+    // Memory at each point: the allocator's figure on GPU; on CPU, with no allocator, the
+    // categories' sum (the census alone misses activations).
+    let categories_at = |i: usize| -> Option<f64> {
+        let values = timeline
+            .series
+            .iter()
+            .filter(|s| s.name.starts_with("category/"))
+            .filter_map(|s| s.values.get(i).copied().flatten());
+        values.reduce(|a, b| a + b)
+    };
+    let total_at = |i: usize| -> Option<f64> {
+        let of = |name: &str| timeline.get(name)?.values.get(i).copied().flatten();
+        of("allocated")
+            .or_else(|| categories_at(i))
+            .or_else(|| of("census"))
+    };
+    let (at, bytes) = (0..timeline.iterations.len())
+        .filter_map(|i| Some((i, total_at(i)?)))
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let value_at = |name: &str| timeline.get(name)?.values.get(at).copied().flatten();
     let categories: BTreeMap<String, u64> = timeline

@@ -71,7 +71,7 @@ pub struct SourceCounts {
 }
 
 /// The diagnosis of one run directory.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Serialize)]
 pub struct Diagnosis {
     /// The run directory given.
     pub path: PathBuf,
@@ -79,6 +79,18 @@ pub struct Diagnosis {
     pub sources: SourceCounts,
     /// The findings, most severe and most at stake first.
     pub findings: Vec<Finding>,
+    /// The analyses the findings came from, for the HTML report's evidence sections.
+    #[serde(skip)]
+    pub views: Views,
+}
+
+/// The analyses of the heavy sources behind a diagnosis: what its HTML page charts.
+#[derive(Debug, Default)]
+pub struct Views {
+    /// The traces' analysis.
+    pub traces: Option<TraceAnalysis>,
+    /// Each snapshot's report.
+    pub snapshots: Vec<SnapshotReport>,
 }
 
 /// Kernels, operators and gaps kept of each trace, as `gpuscope trace` keeps by default.
@@ -109,7 +121,7 @@ pub fn report_runs(runs: Vec<RunRead>) -> Report {
                 .collect();
             let sources = run.sources.clone().unwrap_or_default();
             let label = run.path.display().to_string();
-            diagnose(&RunInputs {
+            let mut diagnosis = diagnose(&RunInputs {
                 path: &run.path,
                 sources: &sources,
                 ranks: report.runs.iter().filter(|r| r.path == run.path).collect(),
@@ -119,7 +131,9 @@ pub fn report_runs(runs: Vec<RunRead>) -> Report {
                 samples: &run.samples,
                 nsys: &nsys,
                 unreadable: &run.unreadable,
-            })
+            });
+            diagnosis.views = Views { traces, snapshots };
+            diagnosis
         })
         .collect();
     report
@@ -147,6 +161,7 @@ pub fn diagnose(run: &RunInputs) -> Diagnosis {
             unreadable: run.unreadable.to_vec(),
         },
         findings,
+        views: Views::default(),
     }
 }
 

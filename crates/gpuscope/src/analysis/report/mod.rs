@@ -85,7 +85,7 @@ pub struct RunReport {
 }
 
 /// The report on several runs.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Report {
     /// Every rank of every run with records, in the order given.
     pub runs: Vec<RunReport>,

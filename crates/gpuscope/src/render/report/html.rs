@@ -28,9 +28,11 @@ use crate::render::svg::{chart, Chart, Line, Marker};
 /// Writes the report as one HTML page.
 pub fn html(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let mut page = page_start("gpuscope report", &format!("{} run(s)", report.runs.len()));
-    for run in &report.runs {
-        run_section(&mut page, run);
+    super::diagnosis::html_findings(&mut page, report);
+    for (i, run) in report.runs.iter().enumerate() {
+        run_section(&mut page, run, i);
     }
+    super::diagnosis::html_evidence(&mut page, &report.diagnoses);
     for s in &report.rank_spread {
         spread_section(&mut page, s);
     }
@@ -89,13 +91,14 @@ fn allocator_verdict(page: &mut String, run: &RunReport) {
 /// One start/end figure as text, `None` when not measured.
 type FigureText = fn(&Figures) -> Option<String>;
 
-fn run_section(page: &mut String, run: &RunReport) {
+fn run_section(page: &mut String, run: &RunReport, index: usize) {
     let s = &run.summary;
     let _ = write!(
         page,
-        "<section class=\"run\"><h2>{} (rank {})</h2><table class=\"facts\">\
+        "<section class=\"run\" id=\"{}\"><h2>{} (rank {})</h2><table class=\"facts\">\
          <tr><th></th><th>start</th><th>end</th></tr>\
          <tr><td>iteration</td><td>{}</td><td>{}</td></tr>",
+        super::diagnosis::run_id(index),
         text(&run.path.display().to_string()),
         run.rank,
         s.iterations[0],

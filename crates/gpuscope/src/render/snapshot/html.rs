@@ -165,7 +165,7 @@ fn state(page: &mut String, r: &SnapshotReport) {
     }
 }
 
-fn timeline(page: &mut String, r: &SnapshotReport) {
+pub(crate) fn timeline(page: &mut String, r: &SnapshotReport) {
     let (Some(st), Some(t)) = (&r.stacked, &r.trace) else {
         return;
     };

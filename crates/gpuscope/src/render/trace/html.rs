@@ -230,7 +230,7 @@ fn rank_section(page: &mut String, r: &RankReport) {
     page.push_str("</section>");
 }
 
-fn steps(page: &mut String, r: &RankReport) {
+pub(crate) fn steps(page: &mut String, r: &RankReport) {
     let Some(o) = &r.steps else {
         return;
     };
