@@ -10,6 +10,7 @@ pub mod output;
 pub mod pickle;
 pub mod process;
 pub mod progress;
+pub mod run_dir;
 pub mod runlog;
 pub mod snapshot;
 pub mod tfevents;

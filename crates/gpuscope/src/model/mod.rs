@@ -1,5 +1,6 @@
 //! Plain typed data that the formats produce and the analyses consume. No I/O here.
 
+pub mod compare;
 pub mod gpu;
 pub mod health;
 pub mod interned;
@@ -7,6 +8,7 @@ pub mod memory;
 pub mod memory_timeline;
 pub mod nsys;
 pub mod oom;
+pub mod run;
 pub mod snapshot;
 pub mod sources;
 pub mod spelled;
