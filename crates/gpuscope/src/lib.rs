@@ -14,6 +14,7 @@ pub use error::{Error, Result};
 
 // What the CLI and the bindings call, one level deep: read (formats), analyse, then hand the
 // result to `render::Render` in the format asked for.
+pub use analysis::compare_runs::compare_runs;
 pub use analysis::gpu_peaks::Peaks;
 pub use analysis::memory_timeline::category_timeline;
 pub use analysis::nsys::{nsys_report, KernelNames};
@@ -27,11 +28,13 @@ pub use formats::memory_timeline::{is_memory_timeline, read_memory_timeline};
 pub use formats::nsys::read_export;
 pub use formats::output::{create_dir, write_file};
 pub use formats::process::{heap_in_use, ProcessSampler};
+pub use formats::run_dir::read_run_dir;
 pub use formats::runlog::load::{latest_run, load_run};
 pub use formats::runlog::paths::{given_run_dir, RUN_DIR_VAR};
 pub use formats::runlog::{RunWriter, RunWriterOptions};
 pub use formats::snapshot::{read_snapshot, read_snapshot_bytes, Parts};
 pub use formats::tfevents::{load_log_dir, load_with_histograms, EventWriter, LoadOptions};
 pub use formats::trace::load_traces;
+pub use model::compare::{Rule, RunComparison};
 pub use model::trace::TraceFile;
 pub use render::{Compared, Format, Render};

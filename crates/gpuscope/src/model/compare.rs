@@ -274,7 +274,7 @@ impl Figure {
             Figure::StepTime => "step time",
             Figure::Throughput => "throughput",
             Figure::Nonfinite => "non-finite values",
-            Figure::Leak => "leak",
+            Figure::Leak => "a suspected leak",
             Figure::Oom => "out of memory",
             Figure::Fragmentation => "fragmentation",
         }
