@@ -43,7 +43,6 @@ class Run:
 def train(run_dir: Path, sleep_ms: float) -> Run:
     """A real SGD loop over a small MLP; forward, backward and optimizer are sections, and
     ``forward`` also sleeps ``sleep_ms``."""
-    torch.manual_seed(0)
     model, x = MLP(16, 32, 4), torch.randn(8, 16)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     scope = gpuscope.MemoryProfiler(run_dir, model=model, optimizer=opt, every=EVERY)

@@ -9,6 +9,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 use assert_cmd::Command;
 use common::{one_error_line, stderr_of, stdout_of};
@@ -21,6 +22,17 @@ fn shared(rel: &str) -> PathBuf {
 
 fn gpuscope() -> Command {
     Command::cargo_bin("gpuscope").unwrap()
+}
+
+/// `gpuscope compare ARGS BASE NEW`.
+fn compare(args: &[&str], base: &Path, new: &Path) -> Output {
+    gpuscope()
+        .arg("compare")
+        .args(args)
+        .arg(base)
+        .arg(new)
+        .output()
+        .unwrap()
 }
 
 /// The highest allocated and reserved of a run's records, as the allocator counted them
@@ -60,12 +72,7 @@ fn the_leaking_nan_run_fails_on_peak_memory_and_nonfinite() {
     assert!(leaky.join("profiles/nonfinite.jsonl").is_file());
     assert!(!clean.join("profiles/nonfinite.jsonl").exists());
 
-    let out = gpuscope()
-        .args(["compare", "--fail-on", "peak-memory=10%,nonfinite"])
-        .arg(&clean)
-        .arg(&leaky)
-        .output()
-        .unwrap();
+    let out = compare(&["--fail-on", "peak-memory=10%,nonfinite"], &clean, &leaky);
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     let lines = regressions(&err);
@@ -107,18 +114,8 @@ fn the_leaking_nan_run_fails_on_peak_memory_and_nonfinite() {
 #[test]
 fn the_json_document_carries_the_figures_of_the_records() {
     let (clean, leaky) = (shared("lm_clean"), shared("lm_leak_nan"));
-    let out = gpuscope()
-        .args([
-            "compare",
-            "--format",
-            "json",
-            "--fail-on",
-            "leak,step-time=5%",
-        ])
-        .arg(&clean)
-        .arg(&leaky)
-        .output()
-        .unwrap();
+    let rules = ["--format", "json", "--fail-on", "leak,step-time=5%"];
+    let out = compare(&rules, &clean, &leaky);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     let doc: serde_json::Value = serde_json::from_str(&stdout_of(&out)).unwrap();
     assert_eq!(doc["schema"], "gpuscope.compare/1");
@@ -164,12 +161,7 @@ fn an_oom_fails_oom_but_its_report_is_not_a_peak() {
     let forensics = std::fs::read_to_string(report).unwrap();
     assert!(forensics.contains("allocated: 9136.0 MB"), "{forensics}");
 
-    let out = gpuscope()
-        .args(["compare", "--fail-on", "peak-memory=10%,oom"])
-        .arg(&leaky)
-        .arg(&clean)
-        .output()
-        .unwrap();
+    let out = compare(&["--fail-on", "peak-memory=10%,oom"], &leaky, &clean);
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     let lines = regressions(&err);
@@ -181,16 +173,8 @@ fn an_oom_fails_oom_but_its_report_is_not_a_peak() {
 #[test]
 fn a_run_compared_with_itself_passes_every_rule() {
     let clean = shared("lm_clean");
-    let out = gpuscope()
-        .args([
-            "compare",
-            "--fail-on",
-            "peak-memory=0%,step-time=0%,throughput=0%,nonfinite,leak,oom,fragmentation",
-        ])
-        .arg(&clean)
-        .arg(&clean)
-        .output()
-        .unwrap();
+    let every = "peak-memory=0%,step-time=0%,throughput=0%,nonfinite,leak,oom,fragmentation";
+    let out = compare(&["--fail-on", every], &clean, &clean);
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(regressions(&err).is_empty(), "{err}");
@@ -206,12 +190,7 @@ fn a_run_compared_with_itself_passes_every_rule() {
 
 #[test]
 fn without_fail_on_the_comparison_is_shown_and_exits_0() {
-    let out = gpuscope()
-        .arg("compare")
-        .arg(shared("lm_clean"))
-        .arg(shared("lm_leak_nan"))
-        .output()
-        .unwrap();
+    let out = compare(&[], &shared("lm_clean"), &shared("lm_leak_nan"));
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(stdout_of(&out).contains("no --fail-on rules"));
 }
@@ -226,31 +205,16 @@ fn bad_rules_and_paths_are_one_error_line() {
         ("speed=5%", "unknown --fail-on item"),
         ("leak=5%", "takes no value"),
     ] {
-        let out = gpuscope()
-            .args(["compare", "--fail-on", rule])
-            .arg(&clean)
-            .arg(&clean)
-            .output()
-            .unwrap();
+        let out = compare(&["--fail-on", rule], &clean, &clean);
         let line = one_error_line(&out);
         assert!(line.contains(says), "{rule}: {line}");
     }
     let file = clean.join("profiles/memory.jsonl");
-    let out = gpuscope()
-        .arg("compare")
-        .arg(&clean)
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = compare(&[], &clean, &file);
     let line = one_error_line(&out);
     assert!(line.contains("not a run directory"), "{line}");
     let empty = tempfile::tempdir().unwrap();
-    let out = gpuscope()
-        .arg("compare")
-        .arg(empty.path())
-        .arg(&clean)
-        .output()
-        .unwrap();
+    let out = compare(&[], empty.path(), &clean);
     let line = one_error_line(&out);
     assert!(line.contains("is this a run directory?"), "{line}");
 }
@@ -263,13 +227,12 @@ fn the_html_page_is_self_contained_and_escapes_the_paths() {
     let odd = dir.path().join("run <b>&\"x");
     std::os::unix::fs::symlink(shared("lm_clean"), &odd).unwrap();
     let page = dir.path().join("compare.html");
-    let out = gpuscope()
-        .args(["compare", "--format", "html", "-o"])
-        .arg(&page)
-        .arg(&odd)
-        .arg(shared("lm_leak_nan"))
-        .output()
-        .unwrap();
+    let page_arg = page.to_str().unwrap();
+    let out = compare(
+        &["--format", "html", "-o", page_arg],
+        &odd,
+        &shared("lm_leak_nan"),
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.starts_with("<!doctype html>"));
@@ -279,5 +242,25 @@ fn the_html_page_is_self_contained_and_escapes_the_paths() {
     assert!(
         html.contains("train_lm.py:49 forward"),
         "the snapshot's sites"
+    );
+}
+
+/// Output that cannot be written is exit 1 with one line naming it, as for every command.
+#[test]
+fn output_that_cannot_be_written_is_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let nowhere = dir.path().join("no such directory").join("compare.json");
+    let clean = shared("lm_clean");
+    let out = compare(
+        &["--format", "json", "-o", nowhere.to_str().unwrap()],
+        &clean,
+        &clean,
+    );
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains(": cannot write: "),
+        "{err}"
     );
 }
