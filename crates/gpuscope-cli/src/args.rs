@@ -1,7 +1,7 @@
 //! The command line's definition (clap derive); doc comments here are the `--help` text.
 //! No logic: commands/ does the work.
 
-use gpuscope::Format;
+use gpuscope::{Format, Rule};
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -17,7 +17,8 @@ use clap::{Parser, Subcommand, ValueEnum};
         tells you what they say.",
     after_help = "Examples:\n  \
         gpuscope tb runs/exp1                 list the tags of a TensorBoard log directory\n  \
-        gpuscope tb runs/exp1 --tag Loss/total --format csv\n\n\
+        gpuscope tb runs/exp1 --tag Loss/total --format csv\n  \
+        gpuscope compare runs/main runs/branch --fail-on peak-memory=10%,nonfinite\n\n\
         Exit codes: 0 done, 2 input that cannot be used."
 )]
 pub struct Cli {
@@ -45,6 +46,23 @@ pub enum Command {
         gpuscope report runs/exp1 --format html -o report.html\n  \
         gpuscope report runs/exp1 --format json | jq '.runs[0].leak'")]
     Report(ReportArgs),
+    /// Compare two runs (BASE, then NEW): memory, step time, verdicts; with --fail-on, a CI
+    /// gate that exits 1 on a regression
+    #[command(after_help = "Examples:\n  \
+        gpuscope compare runs/main runs/branch\n  \
+        gpuscope compare runs/main runs/branch --fail-on peak-memory=10%,step-time=5%\n  \
+        gpuscope compare runs/main runs/branch --fail-on nonfinite,leak,oom\n  \
+        gpuscope compare runs/main runs/branch --format json | jq '.regressions'\n  \
+        gpuscope compare runs/main runs/branch --format html -o compare.html\n\n\
+        --fail-on items: peak-memory=N% (a rank's peak allocated or reserved grew more than \
+        N %), step-time=N% (a rank's step grew slower by more than N %), throughput=N% (a \
+        rank's iterations per second fell by more than N %), nonfinite, leak, oom, \
+        fragmentation (NEW has the verdict, BASE has not). Step time comes from the \
+        profiler traces, else the timed sections, else the records' timestamps: the first \
+        source both runs have.\n\n\
+        Exit codes: 0 no regression (or no --fail-on), 1 a regression (one line each on \
+        stderr), 2 input that cannot be used.")]
+    Compare(CompareArgs),
     /// Analyse PyTorch profiler traces: GPU time, idle time, kernel types, top kernels
     #[command(after_help = "Examples:\n  \
         gpuscope trace profiler_traces/rank0.1738277380.pt.trace.json.gz\n  \
@@ -179,6 +197,29 @@ impl From<ReportFormat> for Format {
             ReportFormat::Html => Format::Html,
         }
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The run compared against (a run directory, as gpuscope report reads it)
+    pub base: PathBuf,
+    /// The run judged
+    pub new: PathBuf,
+    /// Rules that make NEW fail (exit 1), comma-separated: peak-memory=N%, step-time=N%,
+    /// throughput=N%, nonfinite, leak, oom, fragmentation
+    #[arg(long, value_name = "RULES", value_delimiter = ',', value_parser = parse_rule)]
+    pub fail_on: Vec<Rule>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
+    /// Write to FILE instead of stdout
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// One `--fail-on` item, as the engine spells the rules.
+fn parse_rule(text: &str) -> Result<Rule, String> {
+    text.parse()
 }
 
 #[derive(Debug, clap::Args)]

@@ -14,6 +14,7 @@ pub use error::{Error, Result};
 
 // What the CLI and the bindings call, one level deep: read (formats), analyse, then hand the
 // result to `render::Render` in the format asked for.
+pub use analysis::compare_runs::compare_runs;
 pub use analysis::diagnosis::report_runs;
 pub use analysis::gpu_peaks::Peaks;
 pub use analysis::memory_timeline::category_timeline;
@@ -35,5 +36,6 @@ pub use formats::runlog::{RunWriter, RunWriterOptions};
 pub use formats::snapshot::{read_snapshot, read_snapshot_bytes, Parts};
 pub use formats::tfevents::{load_log_dir, load_with_histograms, EventWriter, LoadOptions};
 pub use formats::trace::load_traces;
+pub use model::compare::{Rule, RunComparison};
 pub use model::trace::TraceFile;
 pub use render::{Compared, Format, Render};

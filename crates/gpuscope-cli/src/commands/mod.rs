@@ -1,5 +1,6 @@
 //! One module per subcommand; `dispatch` routes parsed arguments to them.
 
+mod compare;
 mod monitor;
 mod nsys;
 mod report;
@@ -16,6 +17,7 @@ pub fn dispatch(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Tb(args) => tb::run(args),
         Command::Report(args) => report::run(args),
+        Command::Compare(args) => compare::run(args),
         Command::Trace(args) => trace::run(args),
         Command::Snapshot(args) => snapshot::run(args),
         Command::Monitor(args) => monitor::run(args),

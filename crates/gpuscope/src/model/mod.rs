@@ -1,5 +1,6 @@
 //! Plain typed data that the formats produce and the analyses consume. No I/O here.
 
+pub mod compare;
 pub mod gpu;
 pub mod health;
 pub mod interned;

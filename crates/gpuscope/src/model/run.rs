@@ -20,12 +20,24 @@ pub struct RunRead {
     pub ranks: Vec<RankRecords>,
     /// Its profiler traces, one per rank.
     pub traces: Vec<TraceFile>,
-    /// Its allocator snapshots, with their files.
-    pub snapshots: Vec<(PathBuf, Snapshot)>,
+    /// Its allocator snapshots.
+    pub snapshots: Vec<SnapshotFile>,
     /// Its GPU samples.
     pub samples: Vec<Sample>,
     /// Its Nsight exports, with their files.
     pub nsys: Vec<(PathBuf, NsysExport)>,
     /// Files of a source that could not be read.
     pub unreadable: Vec<Unreadable>,
+}
+
+/// An allocator snapshot of `snapshots/` and what its file name says.
+pub struct SnapshotFile {
+    /// The file.
+    pub path: PathBuf,
+    /// The rank and iteration of a snapshot `MemoryProfiler(snapshot_at=[N])` took
+    /// (`[rank<R>.]iter<N>.pickle`); `None` for others (those saved at an out-of-memory
+    /// error among them).
+    pub taken_at: Option<(Option<u32>, i64)>,
+    /// Its contents.
+    pub snapshot: Snapshot,
 }

@@ -112,7 +112,7 @@ pub fn report_runs(runs: Vec<RunRead>) -> Report {
             let snapshots: Vec<SnapshotReport> = run
                 .snapshots
                 .iter()
-                .map(|(path, s)| snapshot_report(s, path.clone(), &Options::default()))
+                .map(|f| snapshot_report(&f.snapshot, f.path.clone(), &Options::default()))
                 .collect();
             let nsys: Vec<NsysReport> = run
                 .nsys

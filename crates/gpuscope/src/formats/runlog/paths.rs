@@ -59,6 +59,21 @@ pub fn oom_report_rank(name: &str) -> Option<Option<u32>> {
     )
 }
 
+/// The rank and iteration of an allocator snapshot's file name that `MemoryProfiler(
+/// snapshot_at=[N])` writes into `snapshots/` (`rank<R>.iter<N>.pickle` → `(Some(R), N)`,
+/// `iter<N>.pickle` → `(None, N)`); `None` for other files (`oom.*.pickle` among them).
+pub fn snapshot_iteration(name: &str) -> Option<(Option<u32>, i64)> {
+    let stem = name.strip_suffix(".pickle")?;
+    let (rank, iter) = match stem.strip_prefix("rank") {
+        Some(rest) => {
+            let (rank, iter) = rest.split_once('.')?;
+            (Some(rank.parse().ok()?), iter)
+        }
+        None => (None, stem),
+    };
+    Some((rank, iter.strip_prefix("iter")?.parse().ok()?))
+}
+
 /// `profiles/tensor_profile_<YYYYmmdd_HHMMSS>[.rank<R>].log`.
 pub fn text_log(run_dir: &Path, stamp: &str, rank: Option<u32>) -> PathBuf {
     let name = match rank {
@@ -96,6 +111,15 @@ mod tests {
             text_log(run, "20260128_140205", Some(1)),
             Path::new("runs/x/profiles/tensor_profile_20260128_140205.rank1.log")
         );
+        assert_eq!(snapshot_iteration("iter30.pickle"), Some((None, 30)));
+        assert_eq!(snapshot_iteration("rank2.iter7.pickle"), Some((Some(2), 7)));
+        for other in [
+            "oom.20261126_065229.pickle",
+            "iter30.txt",
+            "rankx.iter3.pickle",
+        ] {
+            assert_eq!(snapshot_iteration(other), None, "{other}");
+        }
         assert_eq!(
             tensorboard_dir(run, Some(0)),
             Path::new("runs/x/tensorboard/rank0")

@@ -7,12 +7,13 @@
 use std::path::Path;
 
 use super::load::load_run;
+use super::paths::snapshot_iteration;
 use super::sources::run_sources;
 use crate::formats::gpu::samples::read_samples;
 use crate::formats::nsys::read_export;
 use crate::formats::snapshot::{read_snapshot, Parts};
 use crate::formats::trace::load_traces;
-use crate::model::run::RunRead;
+use crate::model::run::{RunRead, SnapshotFile};
 use crate::model::sources::{Source, Unreadable};
 use crate::Result;
 
@@ -61,7 +62,13 @@ pub fn read_run(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<RunRe
     for file in sources.files(Source::Snapshot) {
         if file.extension().is_some_and(|e| e == "pickle") {
             match read_snapshot(file, Parts::All, progress) {
-                Ok(snapshot) => run.snapshots.push((file.clone(), snapshot)),
+                Ok(snapshot) => run.snapshots.push(SnapshotFile {
+                    path: file.clone(),
+                    taken_at: file
+                        .file_name()
+                        .and_then(|n| snapshot_iteration(&n.to_string_lossy())),
+                    snapshot,
+                }),
                 Err(e) => unreadable(Source::Snapshot, file, e.to_string()),
             }
         }
