@@ -28,7 +28,7 @@ build: setup ## build the engine, the CLI and the Python package (release)
 	cargo build --release -p gpuscope-cli
 	$(VENV)/bin/maturin develop --release --quiet
 
-demo: build ## train a tiny model on CPU twice (clean under gpuscope run, leaking), read what gpuscope recorded, analyse a real trace, allocator snapshot, nvidia-smi output and Nsight export
+demo: build ## train a tiny model on CPU twice (clean under gpuscope run, leaking), read what gpuscope recorded, analyse a real trace, allocator snapshot, nvidia-smi output and Nsight export, gate the leaking run against the clean one, and end with the diagnosis of the demo's own run
 	rm -rf $(DEMO_DIR)
 	$(VENV)/bin/gpuscope run --logdir $(DEMO_DIR)/clean -- $(PY) examples/tiny_train.py --profiling.wait 100 --profiling.active 3
 	@echo "gpuscope run sampled the host and the training's process tree: $$(wc -l < $(DEMO_DIR)/clean/gpu.jsonl) samples in $(DEMO_DIR)/clean/gpu.jsonl"
@@ -64,6 +64,12 @@ demo: build ## train a tiny model on CPU twice (clean under gpuscope run, leakin
 	@echo
 	@echo "A real Nsight Systems 2026.1 export (nsys export --type sqlite), summarised as nsys stats does:"
 	$(VENV)/bin/gpuscope nsys stats $(SHARED)/nsys/cuda_add_rtx4060ti_nsys2026.sqlite
+	@echo
+	@echo "The leaking run against the clean one, as a CI gate would judge it (exit 1: a regression):"
+	$(VENV)/bin/gpuscope compare $(DEMO_DIR)/clean $(DEMO_DIR)/leak --fail-on peak-memory=10%,leak || test $$? -eq 1
+	@echo
+	@echo "Last, the diagnosis of this demo's own run: everything gpuscope run, the memory profiler and the profiler left in $(DEMO_DIR)/clean, ranked (the full report, with the evidence after it: gpuscope report $(DEMO_DIR)/clean):"
+	$(VENV)/bin/gpuscope report $(DEMO_DIR)/clean | awk '/^TENSOR PROFILING SUMMARY/{exit} NR > 1 {print prev} {prev = $$0}'
 
 test: shared-data build test-rs test-py lint check-fuzz test-install ## set everything up and run every test and check
 

@@ -4,8 +4,8 @@ twice, the second with a sleep of known length inside its ``forward`` section.
 
 The figures are not judged by gpuscope's arithmetic alone: the sleep bounds the slow run's
 step time from below, and the test's own clock (``time.perf_counter_ns`` around each
-iteration's sections) bounds the fast one from above. The command is the native binary of
-the CLI crate (the ``native_binary`` fixture builds it), the one a CI job runs.
+iteration's sections) bounds the fast one from above. The command is the installed
+package's (``python -m gpuscope``), as on a machine without cargo.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import gpuscope
 import pytest
 import torch
-from _helpers import run
+from _helpers import gpuscope_cli
 from _memory_helpers import MLP, one_thread
 
 ITERS = 40  # iterations 0..39
@@ -71,8 +71,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
         return train(root / "base", 0.0), train(root / "slow", SLOW_MS)
 
 
-def compare(binary: Path, base: Path, new: Path, *args: str) -> tuple[int, str, str]:
-    done = run([str(binary), "compare", str(base), str(new), *args], timeout=120)
+def compare(base: Path, new: Path, *args: str) -> tuple[int, str, str]:
+    done = gpuscope_cli("compare", base, new, *args)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -84,24 +84,22 @@ def regressions(stderr: str) -> list[str]:
     ]
 
 
-def test_a_slower_section_fails_step_time(native_binary: Path, runs: tuple[Run, Run]) -> None:
+def test_a_slower_section_fails_step_time(runs: tuple[Run, Run]) -> None:
     """NEW sleeps 20 ms per iteration in ``forward``: ``--fail-on step-time=5%`` exits 1
     with one line naming the step time, from the timed sections (no trace was taken)."""
     base, slow = runs
-    code, _, err = compare(native_binary, base.run_dir, slow.run_dir, "--fail-on", "step-time=5%")
+    code, _, err = compare(base.run_dir, slow.run_dir, "--fail-on", "step-time=5%")
     assert code == 1, err
     lines = regressions(err)
     assert len(lines) == 1, err
     assert lines[0].startswith("step-time=5%: rank 0 step time (sections): "), lines[0]
 
 
-def test_step_times_lie_within_the_tests_own_bounds(
-    native_binary: Path, runs: tuple[Run, Run]
-) -> None:
+def test_step_times_lie_within_the_tests_own_bounds(runs: tuple[Run, Run]) -> None:
     """The JSON's step times: the slow run's at least the sleep, the base run's at most its
     longest iteration by the test's clock."""
     base, slow = runs
-    code, out, err = compare(native_binary, base.run_dir, slow.run_dir, "--format", "json")
+    code, out, err = compare(base.run_dir, slow.run_dir, "--format", "json")
     assert code == 0, err  # no --fail-on: shown, not judged
     doc = json.loads(out)
     assert doc["schema"] == "gpuscope.compare/1"
@@ -117,16 +115,14 @@ def test_step_times_lie_within_the_tests_own_bounds(
     assert rank["peak_census_bytes"]["base"] > 0
 
 
-def test_a_run_against_itself_or_a_faster_one_passes(
-    native_binary: Path, runs: tuple[Run, Run]
-) -> None:
+def test_a_run_against_itself_or_a_faster_one_passes(runs: tuple[Run, Run]) -> None:
     """The same run twice passes; so does the slow run as BASE with the fast one as NEW
     (faster is no regression)."""
     base, slow = runs
     rules = "step-time=5%,peak-memory=10%,nonfinite,leak,oom"
-    code, out, err = compare(native_binary, base.run_dir, base.run_dir, "--fail-on", rules)
+    code, out, err = compare(base.run_dir, base.run_dir, "--fail-on", rules)
     assert code == 0, err
     assert regressions(err) == []
     assert "Gate: passed" in out
-    code, _, err = compare(native_binary, slow.run_dir, base.run_dir, "--fail-on", "step-time=5%")
+    code, _, err = compare(slow.run_dir, base.run_dir, "--fail-on", "step-time=5%")
     assert code == 0, err
