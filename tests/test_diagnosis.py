@@ -5,6 +5,7 @@ H200 run's page in headless Chromium. What each run holds is known from how it w
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import sys
@@ -109,6 +110,23 @@ def test_a_cpu_run_under_gpuscope_run_is_read_whole(clean_run: Path) -> None:
     else:
         assert "held memory on no GPU" in by_source["gpu"]["summary"]
     assert not any(f["kind"] == "leak" for f in d["findings"])
+
+
+def test_a_timed_section_is_joined_with_the_operators_inside_it(clean_run: Path) -> None:
+    (d,) = diagnoses(clean_run)
+    (section,) = [f for f in d["findings"] if f["source"] == "sections"]
+    path = section["evidence"]["section"]["path"]
+    # While the profiler records, each section is a record_function range of its name.
+    (trace,) = (clean_run / "profiler_traces").glob("*.pt.trace.json.gz")
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    assert any(e.get("cat") == "user_annotation" and e.get("name") == path for e in events)
+    operators = section["evidence"]["trace_operators"]
+    assert operators, section
+    assert all(
+        o["name"].startswith(("aten::", "autograd::", "torch::")) or o["name"][0].isupper()
+        for o in operators
+    )
+    assert all(0 <= o["self_us"] <= o["total_us"] for o in operators)
 
 
 def test_the_leaking_run_leads_with_its_leak(leaking_run: Path) -> None:

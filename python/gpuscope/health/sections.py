@@ -46,12 +46,13 @@ class Section(contextlib.ContextDecorator):
     """One use of a named section: ``with`` it or decorate a function with it (each call
     of the function is a fresh use)."""
 
-    __slots__ = ("_events", "_memory", "_name", "_owner", "_path", "_t0", "_timings")
+    __slots__ = ("_events", "_memory", "_name", "_owner", "_path", "_range", "_t0", "_timings")
     _events: tuple[Any, Any]
     _memory: int | None
     _name: str
     _owner: Sections
     _path: str
+    _range: Any
     _t0: int
     _timings: _Timings
 
@@ -73,6 +74,17 @@ class Section(contextlib.ContextDecorator):
         tb: TracebackType | None,
     ) -> None:
         self._owner._exit(self)
+
+
+def _profiler_range(path: str) -> Any:
+    """While torch's profiler records, a ``record_function`` range named ``path``, entered,
+    so that a trace shows each section and `gpuscope report` can say which operators ran
+    inside it; ``None`` (one flag read) otherwise."""
+    if not torch.autograd.profiler._is_profiler_enabled:
+        return None
+    span = torch.autograd.profiler.record_function(path)
+    span.__enter__()  # type: ignore[no-untyped-call]
+    return span
 
 
 class Sections:
@@ -125,6 +137,7 @@ class Sections:
             except Exception as e:  # noqa: BLE001 — profiling must never stop training
                 self._report(e)
         stack.append(path)
+        s._range = _profiler_range(path)
         if self.cuda:
             start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             s._events = (start, torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
@@ -139,6 +152,8 @@ class Sections:
             t.pending.append(s._events)
         else:
             t.ms.append((time.perf_counter_ns() - s._t0) / 1e6)
+        if s._range is not None:
+            s._range.__exit__(None, None, None)
         stack = self._stack()
         if stack and stack[-1] == s._path:
             stack.pop()

@@ -18,6 +18,7 @@ use crate::analysis::report::spread::Spread;
 use crate::analysis::snapshot::never_freed::NeverFreed;
 use crate::analysis::snapshot::sites::SiteBytes;
 use crate::analysis::trace::gaps::Gap;
+use crate::analysis::trace::operators::OperatorStats;
 use crate::analysis::trace::ranks::{RankFigures, Straggler};
 use crate::analysis::trace::steps::Verdict;
 use crate::model::oom::OomEvent;
@@ -105,8 +106,14 @@ pub enum Evidence {
     },
     /// `nonfinite`.
     Nonfinite(DiagnosedEvent),
-    /// `section`: the section over the run.
-    Section(SectionTrend),
+    /// `section`: the section over the run, and what ran inside it in a trace.
+    Section {
+        /// The section over the run.
+        section: SectionTrend,
+        /// The CPU operators inside the section's ranges in the rank's trace, most self
+        /// time first; empty when no trace recorded the section.
+        trace_operators: Vec<OperatorStats>,
+    },
     /// `gradient_flow`.
     GradientFlow {
         /// The global norm.

@@ -24,6 +24,7 @@ use crate::analysis::nsys::{nsys_report, KernelNames, NsysReport};
 use crate::analysis::report::spread::RankSpread;
 use crate::analysis::report::{report, Report, RunReport};
 use crate::analysis::snapshot::{snapshot_report, Options, SnapshotReport};
+use crate::analysis::trace::operators::{operators_inside, OperatorStats};
 use crate::analysis::trace::scope::Clock;
 use crate::analysis::trace::{analyze_traces, TraceAnalysis};
 use crate::model::gpu::Sample;
@@ -48,8 +49,20 @@ pub struct RunInputs<'a> {
     pub samples: &'a [Sample],
     /// The report of each Nsight export read.
     pub nsys: &'a [NsysReport],
+    /// The operators inside each timed section's ranges in a trace, by rank and path.
+    pub section_operators: &'a [SectionOperators],
     /// Files that could not be read.
     pub unreadable: &'a [Unreadable],
+}
+
+/// What ran inside one timed section in one rank's trace.
+pub struct SectionOperators {
+    /// The rank.
+    pub rank: u32,
+    /// The section's path.
+    pub path: String,
+    /// The operators, most self time first.
+    pub operators: Vec<OperatorStats>,
 }
 
 /// What a run directory holds, as the diagnosis reports it.
@@ -95,6 +108,8 @@ pub struct Views {
 
 /// Kernels, operators and gaps kept of each trace, as `gpuscope trace` keeps by default.
 const TRACE_TOP: usize = 10;
+/// Operators kept of what ran inside a timed section.
+const SECTION_OPERATORS: usize = 5;
 
 /// The report on `runs` as read, with the diagnosis of each: the memory records through
 /// [`report`], each other source through its own engine, then [`diagnose`].
@@ -121,15 +136,36 @@ pub fn report_runs(runs: Vec<RunRead>) -> Report {
                 .collect();
             let sources = run.sources.clone().unwrap_or_default();
             let label = run.path.display().to_string();
+            let ranks: Vec<&RunReport> =
+                report.runs.iter().filter(|r| r.path == run.path).collect();
+            let section_operators: Vec<SectionOperators> = run
+                .traces
+                .iter()
+                .flat_map(|t| {
+                    let sections = ranks
+                        .iter()
+                        .filter(|r| r.rank == t.trace.rank)
+                        .flat_map(|r| &r.sections);
+                    sections.filter_map(|s| {
+                        let operators = operators_inside(&t.trace, &s.path, SECTION_OPERATORS);
+                        (!operators.is_empty()).then(|| SectionOperators {
+                            rank: t.trace.rank,
+                            path: s.path.clone(),
+                            operators,
+                        })
+                    })
+                })
+                .collect();
             let mut diagnosis = diagnose(&RunInputs {
                 path: &run.path,
                 sources: &sources,
-                ranks: report.runs.iter().filter(|r| r.path == run.path).collect(),
+                ranks,
                 spread: report.rank_spread.iter().find(|s| s.path == label),
                 traces: traces.as_ref(),
                 snapshots: &snapshots,
                 samples: &run.samples,
                 nsys: &nsys,
+                section_operators: &section_operators,
                 unreadable: &run.unreadable,
             });
             diagnosis.views = Views { traces, snapshots };

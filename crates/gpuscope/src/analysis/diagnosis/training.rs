@@ -18,7 +18,7 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
     let mut out = Vec::new();
     for rank in &run.ranks {
         out.extend(nonfinite(rank));
-        out.extend(section(rank));
+        out.extend(section(run, rank));
         out.extend(gradients(rank));
     }
     out
@@ -67,7 +67,7 @@ fn nonfinite(rank: &RunReport) -> Vec<Finding> {
         .collect()
 }
 
-fn section(rank: &RunReport) -> Option<Finding> {
+fn section(run: &RunInputs, rank: &RunReport) -> Option<Finding> {
     // The report lists the section that grew most first.
     let grew = rank.sections.first().filter(|s| {
         s.growth_percent
@@ -106,6 +106,26 @@ fn section(rank: &RunReport) -> Option<Finding> {
             )
         }
     };
+    let trace_operators = run
+        .section_operators
+        .iter()
+        .find(|s| s.rank == rank.rank && s.path == section.path)
+        .map_or_else(Vec::new, |s| s.operators.clone());
+    let mut summary = summary;
+    if !trace_operators.is_empty() {
+        let top: Vec<String> = trace_operators
+            .iter()
+            .filter(|o| o.self_us >= 50.0)
+            .take(3)
+            .map(|o| format!("{} {:.1} ms", o.name, o.self_us / 1000.0))
+            .collect();
+        if !top.is_empty() {
+            summary.push_str(&format!(
+                "; inside it in the trace (self time over the profiled steps): {}",
+                top.join(", ")
+            ));
+        }
+    }
     Some(Finding {
         source: FindingSource::Sections,
         rank: Some(rank.rank),
@@ -115,7 +135,10 @@ fn section(rank: &RunReport) -> Option<Finding> {
         stake: Stake::StepTime {
             percent: section.share_percent.unwrap_or(0.0),
         },
-        evidence: Evidence::Section(section.clone()),
+        evidence: Evidence::Section {
+            section: section.clone(),
+            trace_operators,
+        },
         next: if grew.is_some() {
             "gpuscope.profile(...) around a late iteration: the operators of that section"
                 .to_owned()

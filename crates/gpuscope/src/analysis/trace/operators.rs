@@ -63,9 +63,38 @@ pub enum GpuLink {
 
 /// The figures of every CPU operator of the trace, `top` rows per table.
 pub fn operators(trace: &Trace, top: usize) -> Operators {
+    operators_where(trace, top, |_| true)
+}
+
+/// The operators that ran inside the `record_function` ranges called `name` (a timed
+/// section of gpuscope's memory profiler, which opens one while a profiler records),
+/// most self time first; empty when the trace has no such range.
+pub fn operators_inside(trace: &Trace, name: &str, top: usize) -> Vec<OperatorStats> {
+    let e = &trace.events;
+    let Some(id) = trace.names.find(name) else {
+        return Vec::new();
+    };
+    let ranges: Vec<(i64, i64, i64)> = (0..e.len())
+        .filter(|&i| e.kind[i] == Kind::UserAnnotation && e.name[i] == id)
+        .map(|i| (e.tid[i], e.ts[i], e.end(i)))
+        .collect();
+    if ranges.is_empty() {
+        return Vec::new();
+    }
+    let inside = |i: usize| {
+        e.name[i] != id
+            && ranges
+                .iter()
+                .any(|&(tid, start, end)| e.tid[i] == tid && e.ts[i] >= start && e.end(i) <= end)
+    };
+    operators_where(trace, top, inside).by_self_time
+}
+
+/// [`operators`] of the operators `keep` takes.
+fn operators_where(trace: &Trace, top: usize, keep: impl Fn(usize) -> bool) -> Operators {
     let e = &trace.events;
     let ops: Vec<usize> = (0..e.len())
-        .filter(|&i| matches!(e.kind[i], Kind::CpuOp | Kind::UserAnnotation))
+        .filter(|&i| matches!(e.kind[i], Kind::CpuOp | Kind::UserAnnotation) && keep(i))
         .collect();
     let calls = calls(trace, &ops);
     let mut by_name: FxHashMap<u32, OperatorStats> = FxHashMap::default();
