@@ -122,10 +122,7 @@ def test_a_timed_section_is_joined_with_the_operators_inside_it(clean_run: Path)
     assert any(e.get("cat") == "user_annotation" and e.get("name") == path for e in events)
     operators = section["evidence"]["trace_operators"]
     assert operators, section
-    assert all(
-        o["name"].startswith(("aten::", "autograd::", "torch::")) or o["name"][0].isupper()
-        for o in operators
-    )
+    assert any(o["name"].startswith("aten::") for o in operators), operators
     assert all(0 <= o["self_us"] <= o["total_us"] for o in operators)
 
 
