@@ -10,8 +10,10 @@ mod common;
 use std::collections::BTreeSet;
 
 use gpuscope::analysis::trace::health::{dropped_kernels, health, HealthIssue, HealthKind};
+use gpuscope::analysis::trace::scope::Clock;
 use gpuscope::formats::trace::{load_traces, read_trace};
 use gpuscope::model::trace::{Event, Events, Kind, Trace, TraceFile};
+use gpuscope::{Format, Render};
 
 use common::TRACES;
 
@@ -369,4 +371,59 @@ fn ranks_of_one_job_line_up_until_one_clock_is_shifted() {
         *ts -= 350 * ms;
     }
     assert!(cross_rank(&health(&traces)).is_empty());
+}
+
+fn rendered(traces: &[TraceFile], format: Format) -> String {
+    let analysis = gpuscope::analyze_traces(traces, Clock::Exact, 5);
+    let mut out = Vec::new();
+    analysis.render(format, 80, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn the_report_opens_with_the_health_in_text_json_and_html() {
+    let healthy = rendered(&[file(H200)], Format::Text);
+    assert!(
+        healthy.starts_with("Trace health: nothing found"),
+        "{healthy}"
+    );
+    let alex = [file("traces/alexnet_single_gpu.json.gz")];
+    let text = rendered(&alex, Format::Text);
+    let block: Vec<&str> = text.lines().take_while(|l| !l.is_empty()).collect();
+    assert_eq!(block[0], "Trace health");
+    for kind in ["no_memory_events", "no_shapes", "single_step"] {
+        assert!(
+            block
+                .iter()
+                .any(|l| l.starts_with(&format!("  {kind} (rank 0): "))),
+            "{block:?}"
+        );
+    }
+    assert!(block.iter().all(|l| l.chars().count() <= 80), "{block:?}");
+    let doc: serde_json::Value = serde_json::from_str(&rendered(&alex, Format::Json)).unwrap();
+    let words: Vec<&str> = doc["health"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(words, ["no_memory_events", "no_shapes", "single_step"]);
+    assert_eq!(doc["health"][1]["count"], 359);
+    assert_eq!(doc["health"][1]["rank"], 0);
+
+    // A file name is text from the input: the page escapes it.
+    let (_dir, traces) = linked(&[
+        ("rank0<b>.json.gz", "resnet50_v100_memory_workers0.json.gz"),
+        ("rank1.json.gz", "resnet50_v100_memory_workers4.json.gz"),
+    ]);
+    let page = rendered(&traces, Format::Html);
+    assert!(page.contains("<h2>Trace health</h2>"));
+    assert!(page.contains("rank0&lt;b&gt;.json.gz: rank 0"), "escaped");
+    assert!(!page.contains("rank0<b>"));
+    let text = rendered(&traces, Format::Text);
+    assert!(text.contains("  no_rank_metadata: 2 of 2 traces"), "{text}");
+    assert!(
+        text.contains("  clock_skew: 6 of the 6 profiler steps"),
+        "{text}"
+    );
 }
