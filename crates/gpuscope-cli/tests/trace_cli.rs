@@ -585,7 +585,10 @@ fn text_of_every_trace_fits_80_columns() {
     let dir = traces_dir();
     for name in shared_traces() {
         let text = success(&trace_in(Some(&dir), [&name]), &name);
-        assert!(text.starts_with("rank "), "{name}: {text}");
+        // The trace health first, then the rank's header.
+        let (health, rest) = text.split_once("\n\n").unwrap();
+        assert!(health.starts_with("Trace health"), "{name}: {text}");
+        assert!(rest.starts_with("rank "), "{name}: {text}");
         for line in text.lines() {
             let columns = line.chars().count();
             assert!(columns <= 80, "{name}: {columns} columns: {line:?}");

@@ -1,12 +1,13 @@
 //! The streaming trace reader against a whole-document parse (serde_json's DOM) of every
-//! real trace in `shared/data/traces`: the same events of each kind, the same rank.
+//! real trace in `shared/data/traces`: the same events of each kind, the same rank, the
+//! same metadata (where the rank came from, the time base, Kineto's log lines).
 
 mod common;
 
 use std::collections::BTreeMap;
 
 use gpuscope::formats::trace::read_trace;
-use gpuscope::model::trace::Kind;
+use gpuscope::model::trace::{Kind, RankFrom};
 
 use common::TRACES;
 
@@ -136,4 +137,85 @@ fn nanosecond_timestamps_are_kept_to_the_nanosecond() {
         want.len()
     );
     assert_eq!(got, want);
+}
+
+#[test]
+fn metadata_is_kept_as_the_document_has_it() {
+    let mut with_log = 0;
+    for name in TRACES {
+        let trace = read_trace(
+            &common::shared_data(&format!("traces/{name}")),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let doc = dom(name);
+        let from_metadata = doc["distributedInfo"]["rank"].is_u64();
+        // `sampled_rank0` has its rank in both; `resnet50_*`, `triton_example`, ... in neither.
+        let want = if from_metadata {
+            RankFrom::Metadata
+        } else if name.contains("rank") {
+            RankFrom::FileName
+        } else {
+            RankFrom::Default
+        };
+        assert_eq!(trace.rank_from, want, "{name}");
+        assert_eq!(
+            trace.base_time_ns,
+            doc["baseTimeNanoseconds"].as_i64().unwrap_or(0),
+            "{name}"
+        );
+        let lines = |key: &str| -> Vec<String> {
+            doc[key].as_array().map_or_else(Vec::new, |a| {
+                a.iter().map(|l| l.as_str().unwrap().to_owned()).collect()
+            })
+        };
+        let mut log = lines("WARNING");
+        log.extend(lines("ERROR"));
+        log.extend(
+            lines("INFO")
+                .into_iter()
+                .filter(|l| l.contains("Record counts:")),
+        );
+        log.sort();
+        let mut got = trace.kineto_log.clone();
+        got.sort();
+        assert_eq!(got, log, "{name}");
+        with_log += usize::from(!got.is_empty());
+    }
+    // Five traces keep Kineto's INFO log; each has one line of record counts.
+    assert_eq!(with_log, 5);
+    let v100 = read_trace(
+        &common::shared_data("traces/v100_rank0_ns_resolution.json.gz"),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(v100.kineto_log.len(), 1);
+    assert!(v100.kineto_log[0].contains("Out-of-range = 3829, Blocklisted runtime = 56517"));
+}
+
+#[test]
+fn a_rank_comes_from_the_file_name_only_without_distributed_info() {
+    let dir = tempfile::tempdir().unwrap();
+    // The ResNet-50 trace has no distributedInfo; sampled_rank1 says rank 1 in both.
+    for (link, target) in [
+        (
+            "trainer_rank-3.json.gz",
+            "resnet50_v100_memory_workers0.json.gz",
+        ),
+        ("plain.json.gz", "resnet50_v100_memory_workers0.json.gz"),
+        ("rank7.json.gz", "sampled_rank1.json.gz"),
+    ] {
+        std::os::unix::fs::symlink(
+            common::shared_data(&format!("traces/{target}")),
+            dir.path().join(link),
+        )
+        .unwrap();
+    }
+    let read = |name: &str| read_trace(&dir.path().join(name), &mut |_, _| {}).unwrap();
+    let t = read("trainer_rank-3.json.gz");
+    assert_eq!((t.rank, t.rank_from), (3, RankFrom::FileName));
+    let t = read("plain.json.gz");
+    assert_eq!((t.rank, t.rank_from), (0, RankFrom::Default));
+    let t = read("rank7.json.gz");
+    assert_eq!((t.rank, t.rank_from), (1, RankFrom::Metadata));
 }

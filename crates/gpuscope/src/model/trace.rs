@@ -164,11 +164,35 @@ impl Events {
     }
 }
 
+words! {
+    /// Where a trace's rank came from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum RankFrom {
+        /// `distributedInfo.rank`, which Kineto writes when `torch.distributed` is
+        /// initialised.
+        Metadata = "metadata",
+        /// The file name (`rank3`, `rank-3`, `rank_3`).
+        FileName = "file_name",
+        /// Neither: assumed 0.
+        #[default]
+        Default = "default",
+    }
+}
+
 /// A trace: its events and what the reader noticed.
 #[derive(Debug, Clone, Default)]
 pub struct Trace {
     /// The rank (`distributedInfo.rank`, else from the file name, else 0).
     pub rank: u32,
+    /// Where [`Trace::rank`] came from.
+    pub rank_from: RankFrom,
+    /// `baseTimeNanoseconds`: newer Kineto writes each time as an offset from it (Unix
+    /// time, ns); 0 when the trace has none (its times are Unix microseconds themselves).
+    pub base_time_ns: i64,
+    /// Kineto's own log lines that the trace keeps and that can tell of records it lost:
+    /// every line of its `WARNING` and `ERROR` metadata, and the `INFO` line of its record
+    /// counts (`Record counts: Out-of-range = …, CUPTI stopped early? = 0`), as written.
+    pub kineto_log: Vec<String>,
     /// Interned names.
     pub names: Names,
     /// The events, in file order.

@@ -18,6 +18,7 @@ use crate::analysis::report::spread::Spread;
 use crate::analysis::snapshot::never_freed::NeverFreed;
 use crate::analysis::snapshot::sites::SiteBytes;
 use crate::analysis::trace::gaps::Gap;
+use crate::analysis::trace::health::HealthIssue;
 use crate::analysis::trace::operators::OperatorStats;
 use crate::analysis::trace::ranks::{RankFigures, Straggler};
 use crate::analysis::trace::steps::Verdict;
@@ -91,6 +92,8 @@ pub enum Evidence {
         /// The straggler's memory peak from its records, when it has some.
         peak_allocated_bytes: Option<u64>,
     },
+    /// `trace_health`.
+    TraceHealth(HealthIssue),
     /// `utilization`.
     Utilization(UtilizationEvidence),
     /// `disagreement`.

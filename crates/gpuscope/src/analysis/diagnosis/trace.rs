@@ -5,6 +5,7 @@
 use super::evidence::{Evidence, StepEvidence};
 use super::finding::{Anchor, Finding, FindingKind, FindingSource, Severity, Stake};
 use super::RunInputs;
+use crate::analysis::trace::health::{HealthIssue, HealthKind};
 use crate::analysis::trace::report::RankReport;
 use crate::analysis::trace::steps::{Verdict, VerdictKind};
 use crate::model::units::human_bytes;
@@ -17,6 +18,7 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
         return Vec::new();
     };
     let mut out: Vec<Finding> = traces.ranks.iter().flat_map(steps).collect();
+    out.extend(traces.health.iter().map(health));
     if let Some(comparison) = &traces.comparison {
         for s in &comparison.stragglers {
             let peak = run
@@ -54,6 +56,44 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// What makes a trace's figures incomplete: `medium` when they undercount or cannot be
+/// lined up (dropped kernels, clock skew), `low` otherwise.
+fn health(issue: &HealthIssue) -> Finding {
+    let (severity, next) = match issue.kind {
+        HealthKind::DroppedKernels => (
+            Severity::Medium,
+            "profile fewer steps per cycle (active=...), or raise CUPTI's buffers",
+        ),
+        HealthKind::ClockSkew => (
+            Severity::Medium,
+            "compare ranks by durations, not start times; sync the hosts' clocks (chrony/NTP)",
+        ),
+        HealthKind::NoMemoryEvents => (Severity::Low, "gpuscope.profile with profile_memory=True"),
+        HealthKind::NoShapes => (Severity::Low, "gpuscope.profile with record_shapes=True"),
+        HealthKind::SingleStep => (
+            Severity::Low,
+            "a schedule with active=3 or more, and prof.step() once per iteration",
+        ),
+        HealthKind::CudaGraphs => (Severity::Low, ""),
+        HealthKind::NoRankMetadata => (
+            Severity::Low,
+            "name each rank's trace rank<R>.* (gpuscope.profile does) or profile under \
+             torch.distributed",
+        ),
+    };
+    Finding {
+        source: FindingSource::Trace,
+        rank: issue.rank,
+        kind: FindingKind::TraceHealth,
+        severity,
+        summary: format!("trace health ({}): {}", issue.kind, issue.detail),
+        stake: Stake::None,
+        evidence: Evidence::TraceHealth(issue.clone()),
+        next: next.to_owned(),
+        anchor: Anchor::Trace,
+    }
 }
 
 /// The step findings of one rank: one per verdict, or one saying what the trace shows.

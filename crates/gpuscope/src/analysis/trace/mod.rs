@@ -8,6 +8,7 @@ pub mod copies;
 pub mod device_memory;
 pub mod diff;
 pub mod gaps;
+pub mod health;
 pub mod idle;
 pub mod intervals;
 pub mod kernel_type;
@@ -23,15 +24,18 @@ pub mod steps;
 pub mod temporal;
 
 use self::diff::{diff, TraceDiff};
+use self::health::{health, HealthIssue};
 use self::ranks::{compare_ranks, RankComparison};
 use self::report::{report, RankReport};
 use self::scope::{scope, Clock};
 use crate::model::trace::TraceFile;
 
-/// Everything `gpuscope trace` says of a set of traces: each rank's report and, for
-/// several ranks, how they compare.
+/// Everything `gpuscope trace` says of a set of traces: what makes their figures
+/// incomplete, each rank's report and, for several ranks, how they compare.
 #[derive(Debug)]
 pub struct TraceAnalysis {
+    /// What makes the traces' figures incomplete or misleading ([`health`]).
+    pub health: Vec<HealthIssue>,
     /// One report per trace, in the order given.
     pub ranks: Vec<RankReport>,
     /// The ranks side by side, when there are several.
@@ -42,9 +46,10 @@ pub struct TraceAnalysis {
 
 /// Analyses `traces` with times taken by `clock`, keeping the `top` entries of each list.
 pub fn analyze_traces(traces: &[TraceFile], clock: Clock, top: usize) -> TraceAnalysis {
-    let ranks = report(traces, clock, top);
+    let (ranks, health) = rayon::join(|| report(traces, clock, top), || health(traces));
     let comparison = compare_ranks(&ranks);
     TraceAnalysis {
+        health,
         ranks,
         comparison,
         clock,

@@ -2,7 +2,10 @@
 //! [`Trace`] model: the `traceEvents` array is split into batches of events
 //! ([`super::split`]) that serde_json parses on every core, so memory holds the columns
 //! and a few batches of 256 KB, never the document. Events that cannot be used (no
-//! timestamp, a negative duration, an unknown phase) are counted, not fatal.
+//! timestamp, a negative duration, an unknown phase) are counted, not fatal. Of the
+//! document's other keys, the rank (`distributedInfo`), the time base
+//! (`baseTimeNanoseconds`) and Kineto's log lines about lost records (`WARNING`, `ERROR`,
+//! the record counts in `INFO`) are kept.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -19,7 +22,7 @@ use serde_json::value::RawValue;
 
 use super::split::{SplitError, Splitter};
 use crate::formats::progress::Progress;
-use crate::model::trace::{Event, Kind, Trace, NONE, NO_SHAPES};
+use crate::model::trace::{Event, Kind, RankFrom, Trace, NONE, NO_SHAPES};
 use crate::{Error, Result};
 
 /// Events parsed per batch, in bytes of JSON: enough to share among cores, and small
@@ -56,10 +59,13 @@ pub fn read_trace(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Tra
             "no traceEvents (not a PyTorch profiler trace)",
         ));
     }
-    trace.rank = found
-        .rank
-        .or_else(|| rank_in_name(path))
-        .unwrap_or_default();
+    (trace.rank, trace.rank_from) = match (found.rank, rank_in_name(path)) {
+        (Some(rank), _) => (rank, RankFrom::Metadata),
+        (None, Some(rank)) => (rank, RankFrom::FileName),
+        (None, None) => (0, RankFrom::Default),
+    };
+    trace.base_time_ns = found.base_time_ns.unwrap_or_default();
+    trace.kineto_log = found.kineto_log;
     trace.dropped = seen.dropped.into_iter().collect();
     if trace.events.is_empty() {
         let why = if trace.dropped.is_empty() {
@@ -87,10 +93,7 @@ fn read_document<R: Read>(
     trace: &mut Trace,
     seen: &mut Seen,
 ) -> std::result::Result<Found, String> {
-    let mut found = Found {
-        events: false,
-        rank: None,
-    };
+    let mut found = Found::default();
     match s.peek().map_err(text)? {
         Some(b'{') => s.expect(b'{').map_err(text)?,
         Some(_) => return Err("not a trace: not a JSON object".into()),
@@ -113,6 +116,24 @@ fn read_document<R: Read>(
                 found.rank = serde_json::from_slice::<DistributedInfo>(&raw)
                     .ok()
                     .and_then(|info| info.rank());
+            }
+            "baseTimeNanoseconds" => {
+                let mut raw = Vec::new();
+                s.value(&mut raw).map_err(text)?;
+                found.base_time_ns = serde_json::from_slice::<i64>(&raw).ok();
+            }
+            level @ ("WARNING" | "ERROR" | "INFO") => {
+                let mut raw = Vec::new();
+                s.value(&mut raw).map_err(text)?;
+                let lines = serde_json::from_slice::<Vec<serde_json::Value>>(&raw)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|line| match line {
+                        serde_json::Value::String(line) => Some(line),
+                        _ => None,
+                    })
+                    .filter(|line| level != "INFO" || line.contains(RECORD_COUNTS));
+                found.kineto_log.extend(lines);
             }
             _ => {
                 skipped.clear();
@@ -282,10 +303,16 @@ fn rank_in_name(path: &Path) -> Option<u32> {
     digits.parse().ok()
 }
 
+/// The `INFO` line of Kineto's log that counts the records it did not keep.
+const RECORD_COUNTS: &str = "Record counts:";
+
 /// What the top level said.
+#[derive(Default)]
 struct Found {
     events: bool,
     rank: Option<u32>,
+    base_time_ns: Option<i64>,
+    kineto_log: Vec<String>,
 }
 
 #[derive(Default)]

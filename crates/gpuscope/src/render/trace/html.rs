@@ -1,5 +1,5 @@
-//! `gpuscope trace --format html`: one self-contained page per set of traces — for each
-//! rank the GPU time breakdown, the steps as a stacked chart with their verdicts, the
+//! `gpuscope trace --format html`: one self-contained page per set of traces — the trace
+//! health, then for each rank the GPU time breakdown, the steps as a stacked chart with their verdicts, the
 //! memory timeline per device, the largest gaps, top kernels, operators, idle time,
 //! launches and copies — then the ranks side by side. Kernel and operator names that run to
 //! thousands of characters are shortened in their cells, whole on hover.
@@ -11,6 +11,7 @@ use html_escape::encode_text as text;
 
 use super::stream_label;
 use crate::analysis::report::timeline::Unit;
+use crate::analysis::trace::health::HealthIssue;
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
 use crate::analysis::trace::steps::Category;
@@ -20,11 +21,13 @@ use crate::render::units::{figure, ByteUnit};
 
 /// Writes the page.
 pub fn html(
+    health: &[HealthIssue],
     ranks: &[RankReport],
     comparison: Option<&RankComparison>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let mut page = page_start("gpuscope trace", &format!("{} rank(s)", ranks.len()));
+    health_section(&mut page, health);
     for r in ranks {
         rank_section(&mut page, r);
     }
@@ -59,6 +62,26 @@ pub fn html(
     }
     page_end(&mut page);
     out.write_all(page.as_bytes())
+}
+
+/// Each issue as a verdict box: its kind, the rank it concerns, what is wrong.
+fn health_section(page: &mut String, health: &[HealthIssue]) {
+    page.push_str("<h2>Trace health</h2>");
+    if health.is_empty() {
+        page.push_str("<p>Nothing found that makes these figures incomplete.</p>");
+        return;
+    }
+    for issue in health {
+        let rank = issue
+            .rank
+            .map_or_else(String::new, |r| format!(" (rank {r})"));
+        let _ = write!(
+            page,
+            "<div class=\"verdict\"><b>{}</b>{rank}: {}</div>",
+            issue.kind,
+            text(&issue.detail)
+        );
+    }
 }
 
 fn ms(us: f64) -> String {

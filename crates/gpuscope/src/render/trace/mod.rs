@@ -5,7 +5,7 @@ pub mod html;
 pub mod tables;
 mod text;
 
-pub use text::{diff_text, ranks_text, summary, text};
+pub use text::{diff_text, health_text, ranks_text, summary, text};
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -13,6 +13,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::analysis::trace::diff::TraceDiff;
+use crate::analysis::trace::health::HealthIssue;
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
 use crate::analysis::trace::TraceAnalysis;
@@ -31,6 +32,9 @@ pub const DIFF_SCHEMA: &str = "gpuscope.trace-diff/1";
 pub struct JsonDoc<'a> {
     schema: &'static str,
     clock: &'static str,
+    /// What makes the figures incomplete or misleading (`kind`, `rank`, `count`,
+    /// `detail`; README, "Trace health"); empty when nothing was found.
+    health: &'a [HealthIssue],
     ranks: &'a [RankReport],
     #[serde(skip_serializing_if = "Option::is_none")]
     rank_comparison: Option<&'a RankComparison>,
@@ -41,6 +45,7 @@ pub fn document(analysis: &TraceAnalysis) -> JsonDoc<'_> {
     JsonDoc {
         schema: SCHEMA,
         clock: analysis.clock.name(),
+        health: &analysis.health,
         ranks: &analysis.ranks,
         rank_comparison: analysis.comparison.as_ref(),
     }
@@ -56,6 +61,7 @@ impl Render for TraceAnalysis {
     fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
         match format {
             Format::Text => {
+                health_text(&self.health, width, out)?;
                 text(&self.ranks, width, out)?;
                 match &self.comparison {
                     Some(c) => ranks_text(c, width, out),
@@ -63,7 +69,7 @@ impl Render for TraceAnalysis {
                 }
             }
             Format::Json => json(self, out),
-            Format::Html => html::html(&self.ranks, self.comparison.as_ref(), out),
+            Format::Html => html::html(&self.health, &self.ranks, self.comparison.as_ref(), out),
             Format::Csv => Err(unsupported("a trace report", format)),
         }
     }

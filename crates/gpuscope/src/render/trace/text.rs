@@ -1,9 +1,10 @@
-//! `gpuscope trace` as text for an 80-column terminal: per rank the GPU time breakdown,
-//! steps, gaps, memory, operators, idle time, launches and copies; the ranks side by side;
-//! and the text of `--diff`.
+//! `gpuscope trace` as text for an 80-column terminal: the trace health; per rank the GPU
+//! time breakdown, steps, gaps, memory, operators, idle time, launches and copies; the
+//! ranks side by side; and the text of `--diff`.
 
 use super::stream_label;
 use crate::analysis::trace::diff::TraceDiff;
+use crate::analysis::trace::health::{HealthIssue, HealthKind};
 use crate::analysis::trace::operators::{GpuLink, OperatorStats};
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
@@ -179,6 +180,55 @@ pub fn summary(r: &RankReport, width: u16, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     Ok(())
+}
+
+/// The trace health block: an issue of several ranks once, naming them, with the first
+/// one's figures when theirs differ (the JSON has every rank's); one line when there is
+/// none.
+pub fn health_text(issues: &[HealthIssue], width: u16, out: &mut dyn Write) -> io::Result<()> {
+    if issues.is_empty() {
+        writeln!(
+            out,
+            "Trace health: nothing found that makes these figures incomplete."
+        )?;
+        return writeln!(out);
+    }
+    writeln!(out, "Trace health")?;
+    let mut said: Vec<HealthKind> = Vec::new();
+    for issue in issues {
+        let Some(rank) = issue.rank else {
+            paragraph(out, &format!("  {}: {}", issue.kind, issue.detail), width)?;
+            continue;
+        };
+        if said.contains(&issue.kind) {
+            continue;
+        }
+        said.push(issue.kind);
+        let these: Vec<&HealthIssue> = issues
+            .iter()
+            .filter(|i| i.kind == issue.kind && i.rank.is_some())
+            .collect();
+        let ranks: Vec<String> = these
+            .iter()
+            .filter_map(|i| i.rank)
+            .take(4)
+            .map(|r| r.to_string())
+            .collect();
+        let mut who = match these.len() {
+            1 => format!("rank {rank}"),
+            n if n > 4 => format!("ranks {}, and {} more", ranks[..3].join(", "), n - 3),
+            _ => format!("ranks {}", ranks.join(", ")),
+        };
+        if these.iter().any(|i| i.detail != issue.detail) {
+            who.push_str(&format!("; rank {rank}'s figures"));
+        }
+        paragraph(
+            out,
+            &format!("  {} ({who}): {}", issue.kind, issue.detail),
+            width,
+        )?;
+    }
+    writeln!(out)
 }
 
 /// The text report in `width` columns.
