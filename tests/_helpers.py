@@ -47,6 +47,14 @@ def shared_data_absent(path: Path) -> NoReturn:
     pytest.skip(message)
 
 
+def shared_file(path: Path) -> Path:
+    """``path`` of the shared data, or the test is skipped (failed where the shared data
+    is required) when it is not there."""
+    if not path.exists():
+        shared_data_absent(path)
+    return path
+
+
 def absent_shared_params(path: Path) -> list[Any]:
     """The parameters of a test parametrized over the files ``path`` lists, when ``path``
     is missing: one skipped parameter. Where the shared data is required this is never

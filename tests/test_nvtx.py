@@ -75,6 +75,7 @@ def test_nvtx_backend_without_cuda(
 ) -> None:
     """torch imported, CUDA ruled out by ``GPUSCOPE_NO_GPU``, the ``nvtx`` package installed:
     ranges go through the package."""
+    pytest.importorskip("nvtx")
     monkeypatch.setenv("GPUSCOPE_NO_GPU", "1")
     assert gpuscope.nvtx.backend() == "nvtx"
 
