@@ -1,7 +1,7 @@
 """`gpuscope trace`'s trace health on traces recorded here by torch.profiler on the CPU: what
 the profiler was told to record (record_shapes, profile_memory, the schedule's active steps)
 is what the health says is missing, checked against the trace file itself. Run through the
-native binary built from these sources (the installed package may be older)."""
+installed package's command, as on a machine without cargo."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from _helpers import run
+from _helpers import gpuscope_cli
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
@@ -41,8 +41,8 @@ def record(trace_dir: Path, *, active: int, repeat: int, full: bool) -> list[Pat
     return files
 
 
-def health(binary: Path, path: Path) -> list[dict[str, Any]]:
-    out = run([str(binary), "trace", str(path), "--format", "json"])
+def health(path: Path) -> list[dict[str, Any]]:
+    out = gpuscope_cli("trace", path, "--format", "json")
     assert out.returncode == 0, out.stderr
     issues: list[dict[str, Any]] = json.loads(out.stdout)["health"]
     return issues
@@ -63,12 +63,12 @@ def what_the_file_says(path: Path) -> tuple[bool, bool, set[str]]:
 
 @pytest.mark.parametrize(("active", "full"), [(1, False), (3, True)])
 def test_what_was_not_recorded_is_what_the_health_names(
-    native_binary: Path, tmp_path: Path, active: int, full: bool
+    tmp_path: Path, active: int, full: bool
 ) -> None:
     (path,) = record(tmp_path, active=active, repeat=1, full=full)
     memory, shapes, steps = what_the_file_says(path)
     assert (memory, shapes, len(steps)) == (full, full, active)  # guards the recording
-    issues = health(native_binary, path)
+    issues = health(path)
     kinds = {i["kind"] for i in issues}
     assert ("no_memory_events" in kinds) is not memory
     assert ("no_shapes" in kinds) is not shapes
@@ -84,19 +84,17 @@ def test_what_was_not_recorded_is_what_the_health_names(
             assert issue["count"] > 0 and "record_shapes=True" in issue["detail"]
 
 
-def test_two_cycles_of_one_process_are_said_to_lack_rank_metadata(
-    native_binary: Path, tmp_path: Path
-) -> None:
+def test_two_cycles_of_one_process_are_said_to_lack_rank_metadata(tmp_path: Path) -> None:
     """Two profiler cycles of one process, neither with distributedInfo: both rank 0, read as
     cycles of one process, and the health says the ranks were assumed."""
     files = record(tmp_path, active=2, repeat=2, full=True)
     for path in files:
         assert "distributedInfo" not in json.loads(path.read_text())
-    issues = health(native_binary, tmp_path)
+    issues = health(tmp_path)
     cross = [i for i in issues if i["rank"] is None]
     assert [(i["kind"], i["count"]) for i in cross] == [("no_rank_metadata", 2)]
     assert "assumed rank 0" in cross[0]["detail"]
     assert "successive profiler cycles" in cross[0]["detail"]
-    out = run([str(native_binary), "trace", str(tmp_path)])
+    out = gpuscope_cli("trace", tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("Trace health\n  no_rank_metadata: 2 of 2 traces")
