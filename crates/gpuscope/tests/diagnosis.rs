@@ -34,14 +34,7 @@ fn check_ranked_and_complete(d: &Diagnosis) {
     let severities: Vec<Severity> = d.findings.iter().map(|f| f.severity).collect();
     assert!(severities.is_sorted(), "{severities:?}");
     for found in &d.sources.sources.found {
-        let source = match found.source {
-            Source::Memory => FindingSource::Memory,
-            Source::Trace => FindingSource::Trace,
-            Source::Snapshot => FindingSource::Snapshot,
-            Source::Gpu => FindingSource::Gpu,
-            Source::Nonfinite => FindingSource::Nonfinite,
-            Source::Nsys => FindingSource::Nsys,
-        };
+        let source = FindingSource::from(found.source);
         assert!(
             d.findings.iter().any(|f| f.source == source),
             "{source} was read but said nothing"

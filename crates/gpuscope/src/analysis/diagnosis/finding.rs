@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use serde::Serialize;
 
 use super::evidence::Evidence;
+use crate::model::sources::Source;
 use crate::model::words::words;
 
 words! {
@@ -29,6 +30,19 @@ words! {
         Gradients = "gradients",
         /// Nsight Systems exports.
         Nsys = "nsys",
+    }
+}
+
+impl From<Source> for FindingSource {
+    fn from(source: Source) -> Self {
+        match source {
+            Source::Memory => FindingSource::Memory,
+            Source::Trace => FindingSource::Trace,
+            Source::Snapshot => FindingSource::Snapshot,
+            Source::Gpu => FindingSource::Gpu,
+            Source::Nonfinite => FindingSource::Nonfinite,
+            Source::Nsys => FindingSource::Nsys,
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use self::finding::{rank_findings, Finding, FindingSource};
+use self::finding::{rank_findings, Finding};
 use crate::analysis::nsys::{nsys_report, KernelNames, NsysReport};
 use crate::analysis::report::spread::RankSpread;
 use crate::analysis::report::{report, Report, RunReport};
@@ -29,7 +29,7 @@ use crate::analysis::trace::scope::Clock;
 use crate::analysis::trace::{analyze_traces, TraceAnalysis};
 use crate::model::gpu::Sample;
 use crate::model::run::RunRead;
-use crate::model::sources::{Source, Sources, Unreadable};
+use crate::model::sources::{Sources, Unreadable};
 
 /// Everything read from one run directory, analysed by the existing engines.
 pub struct RunInputs<'a> {
@@ -205,14 +205,7 @@ fn unreadable(u: &Unreadable) -> Finding {
     use self::evidence::Evidence;
     use self::finding::{Anchor, FindingKind, Severity, Stake};
     Finding {
-        source: match u.source {
-            Source::Memory => FindingSource::Memory,
-            Source::Trace => FindingSource::Trace,
-            Source::Snapshot => FindingSource::Snapshot,
-            Source::Gpu => FindingSource::Gpu,
-            Source::Nonfinite => FindingSource::Nonfinite,
-            Source::Nsys => FindingSource::Nsys,
-        },
+        source: u.source.into(),
         rank: None,
         kind: FindingKind::Unreadable,
         severity: Severity::Low,
