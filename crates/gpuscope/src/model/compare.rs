@@ -161,7 +161,7 @@ words! {
 
 /// What a run's verdict says, when the run can have it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Finding {
+pub struct CheckOutcome {
     /// Whether the run has it.
     pub found: bool,
     /// Why, in words.
@@ -175,9 +175,9 @@ pub struct CheckPair {
     /// Which verdict.
     pub check: Check,
     /// In BASE.
-    pub base: Option<Finding>,
+    pub base: Option<CheckOutcome>,
     /// In NEW.
-    pub new: Option<Finding>,
+    pub new: Option<CheckOutcome>,
 }
 
 /// The figures of one rank, in BASE and NEW.

@@ -6,27 +6,30 @@
 use crate::analysis::report::allocator_verdict::{Fragmentation, Verdict};
 use crate::analysis::report::leak;
 use crate::analysis::report::nonfinite::diagnose_all;
-use crate::model::compare::{Check, Finding};
+use crate::model::compare::{Check, CheckOutcome};
 use crate::model::memory::RankRecords;
 use crate::model::units::ByteUnit;
 
 /// What each verdict says of `rank`, in [`Check::ALL`] order; `None` for a verdict the
 /// records cannot give (fragmentation without allocator figures). `allocator` is the
 /// allocator verdict of the rank's records.
-pub fn findings(rank: &RankRecords, allocator: Option<&Fragmentation>) -> Vec<Option<Finding>> {
+pub fn findings(
+    rank: &RankRecords,
+    allocator: Option<&Fragmentation>,
+) -> Vec<Option<CheckOutcome>> {
     Check::ALL
         .iter()
         .map(|check| match check {
             Check::Nonfinite => Some(nonfinite(rank)),
             Check::Leak => {
                 let verdict = leak::analyze(&rank.records).leak;
-                Some(Finding {
+                Some(CheckOutcome {
                     found: verdict.suspected,
                     detail: verdict.reason,
                 })
             }
             Check::Oom => Some(oom(rank, allocator)),
-            Check::Fragmentation => allocator.map(|a| Finding {
+            Check::Fragmentation => allocator.map(|a| CheckOutcome {
                 found: a.verdict == Verdict::Fragmented,
                 detail: a.reason.clone(),
             }),
@@ -34,10 +37,10 @@ pub fn findings(rank: &RankRecords, allocator: Option<&Fragmentation>) -> Vec<Op
         .collect()
 }
 
-fn nonfinite(rank: &RankRecords) -> Finding {
+fn nonfinite(rank: &RankRecords) -> CheckOutcome {
     let streaks = diagnose_all(&rank.nonfinite);
     let Some(first) = streaks.first() else {
-        return Finding {
+        return CheckOutcome {
             found: false,
             detail: "no non-finite values recorded".to_owned(),
         };
@@ -61,18 +64,18 @@ fn nonfinite(rank: &RankRecords) -> Finding {
         1 => String::new(),
         n => format!(" ({n} streaks)"),
     };
-    Finding {
+    CheckOutcome {
         found: true,
         detail: format!("{iterations}{more}: {what} went non-finite first"),
     }
 }
 
-fn oom(rank: &RankRecords, allocator: Option<&Fragmentation>) -> Finding {
+fn oom(rank: &RankRecords, allocator: Option<&Fragmentation>) -> CheckOutcome {
     let counted = allocator.map_or(0, |a| a.ooms.unwrap_or(0) + a.impossible_ooms);
     let caught = rank.ooms.len() as u64;
     let n = counted.max(caught);
     if n == 0 {
-        return Finding {
+        return CheckOutcome {
             found: false,
             detail: "no out-of-memory error".to_owned(),
         };
@@ -97,7 +100,7 @@ fn oom(rank: &RankRecords, allocator: Option<&Fragmentation>) -> Finding {
         };
         format!(", the first{at}{asked}")
     });
-    Finding {
+    CheckOutcome {
         found: true,
         detail: format!(
             "{n} out-of-memory error{}{first}",

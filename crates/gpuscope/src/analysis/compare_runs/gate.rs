@@ -15,7 +15,7 @@
 //! step-time source in common) is listed as unchecked, not failed.
 
 use crate::model::compare::{
-    Bytes, Check, Figure, Finding, Limit, Pair, RankFigures, Regression, Rule, StepSource,
+    Bytes, Check, CheckOutcome, Figure, Limit, Pair, RankFigures, Regression, Rule, StepSource,
     Unchecked,
 };
 use crate::model::units::ByteUnit;
@@ -167,7 +167,7 @@ enum Appeared {
 }
 
 fn appeared(check: Check, ranks: &[RankFigures]) -> Appeared {
-    let sides = |new: bool| -> Vec<(u32, &Finding)> {
+    let sides = |new: bool| -> Vec<(u32, &CheckOutcome)> {
         ranks
             .iter()
             .filter_map(|r| {
@@ -210,7 +210,7 @@ mod tests {
 
     fn rank(peak: (u64, u64), step: (f64, f64), leak: (bool, bool)) -> RankFigures {
         let finding = |found: bool| {
-            Some(Finding {
+            Some(CheckOutcome {
                 found,
                 detail: if found { "activations grew" } else { "none" }.to_owned(),
             })

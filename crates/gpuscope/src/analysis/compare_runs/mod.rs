@@ -16,7 +16,7 @@ use self::memory::{memory_figures, MemoryFigures};
 use self::timing::{common_source, step_times, throughput, StepTimes};
 use crate::analysis::report::allocator_verdict::fragmentation;
 use crate::model::compare::{
-    Bytes, Check, CheckPair, Finding, Pair, RankFigures, Rule, RunComparison, Side,
+    Bytes, Check, CheckOutcome, CheckPair, Pair, RankFigures, Rule, RunComparison, Side,
 };
 use crate::model::memory::RankRecords;
 use crate::model::run::RunRead;
@@ -26,7 +26,7 @@ struct RankSide {
     memory: MemoryFigures,
     steps: StepTimes,
     throughput: Option<f64>,
-    findings: Vec<Option<Finding>>,
+    findings: Vec<Option<CheckOutcome>>,
 }
 
 fn measure(run: &RunRead, rank: &RankRecords) -> RankSide {

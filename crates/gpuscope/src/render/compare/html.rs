@@ -50,7 +50,7 @@ pub fn html(c: &RunComparison, out: &mut dyn Write) -> io::Result<()> {
             .checks
             .iter()
             .map(|p| {
-                let detail = |f: &Option<crate::model::compare::Finding>| {
+                let detail = |f: &Option<crate::model::compare::CheckOutcome>| {
                     f.as_ref().map_or(String::new(), |f| f.detail.clone())
                 };
                 vec![

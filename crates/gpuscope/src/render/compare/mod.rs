@@ -12,7 +12,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::model::compare::{Bytes, Finding, Pair, RankFigures, RunComparison};
+use crate::model::compare::{Bytes, CheckOutcome, Pair, RankFigures, RunComparison};
 use crate::render::units::{in_unit, ByteUnit};
 use crate::render::{unsupported, Format, Render};
 
@@ -95,10 +95,10 @@ pub(crate) fn figure_rows(rank: &RankFigures, step: &str) -> Vec<Row> {
 }
 
 /// A verdict's cell: `yes`, `no`, or `–` where the run cannot have it.
-pub(crate) fn verdict(finding: &Option<Finding>) -> &'static str {
+pub(crate) fn verdict(finding: &Option<CheckOutcome>) -> &'static str {
     match finding {
-        Some(Finding { found: true, .. }) => "yes",
-        Some(Finding { found: false, .. }) => "no",
+        Some(CheckOutcome { found: true, .. }) => "yes",
+        Some(CheckOutcome { found: false, .. }) => "no",
         None => NONE,
     }
 }
