@@ -91,6 +91,9 @@ pub enum Evidence {
         ranks: Vec<RankFigures>,
         /// The straggler's memory peak from its records, when it has some.
         peak_allocated_bytes: Option<u64>,
+        /// Mean utilisation in `gpu.jsonl` of the GPU whose index is the rank, while the
+        /// training held memory on it.
+        gpu_utilization_percent: Option<f64>,
     },
     /// `trace_health`.
     TraceHealth(HealthIssue),

@@ -5,7 +5,7 @@
 use super::evidence::{Evidence, UtilizationEvidence};
 use super::finding::{Anchor, Finding, FindingKind, FindingSource, Severity, Stake};
 use super::RunInputs;
-use crate::model::gpu::Sample;
+use crate::model::gpu::{GpuSample, Sample};
 use crate::model::units::human_bytes;
 
 /// Mean utilisation at or below this, percent, while the training held the GPU, is medium.
@@ -84,34 +84,50 @@ fn gpu_indices(samples: &[Sample]) -> Vec<u32> {
 /// The finding of GPU `gpu`, when the training held memory on it in some sample: the
 /// command's processes had memory there (`gpuscope run`'s tree), else its memory in use
 /// rose above the least of the run.
-fn utilization(samples: &[Sample], gpu: u32, trace_busy: Option<f64>) -> Option<Vec<Finding>> {
-    let of_gpu: Vec<(&Sample, &crate::model::gpu::GpuSample)> = samples
+/// The samples of GPU `gpu` taken while the training held memory on it: the command's
+/// processes had GPU memory (`gpuscope run`'s tree, when known) and the GPU's memory in use
+/// was above the least of the run.
+fn held(samples: &[Sample], gpu: u32) -> Vec<&GpuSample> {
+    let of_gpu: Vec<(&Sample, &GpuSample)> = samples
         .iter()
         .filter_map(|s| Some((s, s.gpus.iter().find(|g| g.index == gpu)?)))
         .collect();
-    let least = of_gpu
-        .iter()
-        .filter_map(|(_, g)| g.memory_used_bytes)
-        .min()?;
-    let held: Vec<_> = of_gpu
-        .iter()
+    let Some(least) = of_gpu.iter().filter_map(|(_, g)| g.memory_used_bytes).min() else {
+        return Vec::new();
+    };
+    of_gpu
+        .into_iter()
         .filter(|(s, g)| {
             let tree_holds = s.tree.as_ref().and_then(|t| t.gpu_memory_bytes) != Some(0);
             tree_holds && g.memory_used_bytes > Some(least)
         })
-        .collect();
+        .map(|(_, g)| g)
+        .collect()
+}
+
+fn mean_percent(held: &[&GpuSample]) -> Option<f64> {
+    let utils: Vec<f64> = held.iter().filter_map(|g| g.utilization_percent).collect();
+    (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64)
+}
+
+/// GPU `gpu`'s mean utilisation while the training held memory on it.
+pub(super) fn held_utilization(samples: &[Sample], gpu: u32) -> Option<f64> {
+    mean_percent(&held(samples, gpu))
+}
+
+fn utilization(samples: &[Sample], gpu: u32, trace_busy: Option<f64>) -> Option<Vec<Finding>> {
+    let held = held(samples, gpu);
     if held.is_empty() {
         return None;
     }
-    let utils: Vec<f64> = held
+    let mean = mean_percent(&held);
+    let max = held
         .iter()
-        .filter_map(|(_, g)| g.utilization_percent)
-        .collect();
-    let mean = (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64);
-    let max = utils.iter().copied().reduce(f64::max);
-    let peak_used = held.iter().filter_map(|(_, g)| g.memory_used_bytes).max();
-    let total = held.iter().find_map(|(_, g)| g.memory_total_bytes);
-    let name = &held[0].1.name;
+        .filter_map(|g| g.utilization_percent)
+        .reduce(f64::max);
+    let peak_used = held.iter().filter_map(|g| g.memory_used_bytes).max();
+    let total = held.iter().find_map(|g| g.memory_total_bytes);
+    let name = &held[0].name;
     let severity = if mean.is_some_and(|m| m <= LOW_UTILIZATION_PERCENT) {
         Severity::Medium
     } else {

@@ -30,6 +30,14 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
             let memory = peak.map_or(String::new(), |p| {
                 format!("; its memory peaked at {} allocated", human_bytes(p))
             });
+            // On one machine rank R usually drives device R (LOCAL_RANK).
+            let utilization = super::gpu::held_utilization(run.samples, s.rank);
+            let samples = utilization.map_or(String::new(), |u| {
+                format!(
+                    "; GPU {} (taken as its device) averaged {u:.0} % utilisation in gpu.jsonl",
+                    s.rank
+                )
+            });
             out.push(Finding {
                 source: FindingSource::Trace,
                 rank: Some(s.rank),
@@ -37,7 +45,7 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
                 severity: Severity::Medium,
                 summary: format!(
                     "rank {} straggles: its compute time is {:+.0} % over the ranks' \
-                     median{memory}",
+                     median{memory}{samples}",
                     s.rank, s.compute_over_median_percent
                 ),
                 stake: Stake::StepTime {
@@ -47,6 +55,7 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
                     straggler: s.clone(),
                     ranks: comparison.ranks.clone(),
                     peak_allocated_bytes: peak,
+                    gpu_utilization_percent: utilization,
                 },
                 next: "compare its kernels with another rank's: gpuscope trace \
                        rankA.json.gz --diff rankB.json.gz"
