@@ -20,7 +20,8 @@ overflow-wrap:anywhere}td.name,th.name{text-align:left}td.num,th.num{text-align:
 td.num{white-space:nowrap}.findings li{margin:6px 0}.severity{display:inline-block;\
 min-width:56px;font-weight:600;text-transform:uppercase;font-size:12px}.high .severity{color:#b22}\
 .medium .severity{color:#c60}.low .severity{color:#776}.info .severity{color:#4e79a7}\
-.source{color:#666}.next{margin-left:64px;color:#444}";
+.source{color:#666}.next{margin-left:64px;color:#444}a.summary{color:inherit;\
+text-decoration:none;border-bottom:1px dotted #888}a.summary:hover{border-bottom-style:solid}";
 
 /// Starts a page titled `title`, with `meta` (already escaped HTML) under the heading.
 pub fn page_start(title: &str, meta: &str) -> String {
