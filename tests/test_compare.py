@@ -112,7 +112,7 @@ def test_step_times_lie_within_the_tests_own_bounds(runs: tuple[Run, Run]) -> No
     # CPU runs have no allocator: no allocated or reserved peaks, a census peak instead.
     rank = doc["ranks"][0]
     assert rank["peak_allocated_bytes"] == {"base": None, "new": None, "change_percent": None}
-    assert rank["peak_census_bytes"]["base"] > 0
+    assert rank["peak_tensor_bytes"]["base"] > 0
 
 
 def test_a_run_against_itself_or_a_faster_one_passes(runs: tuple[Run, Run]) -> None:

@@ -190,8 +190,9 @@ pub struct RankFigures {
     pub peak_allocated_bytes: Pair<Bytes>,
     /// Highest reserved over the memory records; `null` on CPU.
     pub peak_reserved_bytes: Pair<Bytes>,
-    /// Highest census (bytes of the tensors counted) over the memory records.
-    pub peak_census_bytes: Pair<Bytes>,
+    /// Highest memory of the tensors over the memory records: the sum of the categories
+    /// (activations included), at least the census.
+    pub peak_tensor_bytes: Pair<Bytes>,
     /// Each category's median over the records after warm-up, by category name.
     pub steady_categories_bytes: BTreeMap<String, Pair<Bytes>>,
     /// Time per step from the comparison's step source, µs.
@@ -247,8 +248,8 @@ words! {
         PeakAllocated = "peak_allocated_bytes",
         /// [`RankFigures::peak_reserved_bytes`].
         PeakReserved = "peak_reserved_bytes",
-        /// [`RankFigures::peak_census_bytes`].
-        PeakCensus = "peak_census_bytes",
+        /// [`RankFigures::peak_tensor_bytes`].
+        PeakTensors = "peak_tensor_bytes",
         /// [`RankFigures::step_time_us`].
         StepTime = "step_time_us",
         /// [`RankFigures::throughput_iterations_per_s`].
@@ -270,7 +271,7 @@ impl Figure {
         match self {
             Figure::PeakAllocated => "peak allocated",
             Figure::PeakReserved => "peak reserved",
-            Figure::PeakCensus => "peak census",
+            Figure::PeakTensors => "peak tensors",
             Figure::StepTime => "step time",
             Figure::Throughput => "throughput",
             Figure::Nonfinite => "non-finite values",

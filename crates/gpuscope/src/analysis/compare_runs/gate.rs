@@ -3,7 +3,7 @@
 //!
 //! - `peak-memory=P%`: fails when, on a rank of both runs, NEW's peak allocated or peak
 //!   reserved exceeds BASE's by more than P % (each is judged; on CPU, without allocator
-//!   figures in either run, the census peak instead).
+//!   figures in either run, the peak of the tensors instead).
 //! - `step-time=P%`: fails when a rank's step time in NEW exceeds BASE's by more than P %.
 //! - `throughput=P%`: fails when a rank's iterations per second in NEW fall below BASE's
 //!   by more than P %.
@@ -114,7 +114,7 @@ fn limited(
                 .filter_map(|&(f, p)| described(f, "", p, mb))
                 .collect();
             if with_allocator.is_empty() {
-                described(Figure::PeakCensus, "", &rank.peak_census_bytes, mb)
+                described(Figure::PeakTensors, "", &rank.peak_tensor_bytes, mb)
                     .into_iter()
                     .collect()
             } else {
@@ -219,7 +219,7 @@ mod tests {
             rank: 0,
             peak_allocated_bytes: Pair::of(Some(Bytes(peak.0)), Some(Bytes(peak.1))),
             peak_reserved_bytes: Pair::of(Some(Bytes(peak.0)), Some(Bytes(peak.0))),
-            peak_census_bytes: Pair::of(Some(Bytes(1)), Some(Bytes(1))),
+            peak_tensor_bytes: Pair::of(Some(Bytes(1)), Some(Bytes(1))),
             steady_categories_bytes: Default::default(),
             step_time_us: Pair::of(Some(step.0), Some(step.1)),
             throughput_iterations_per_s: Pair::of(Some(1e6 / step.0), Some(1e6 / step.1)),

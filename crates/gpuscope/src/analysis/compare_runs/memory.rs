@@ -22,8 +22,9 @@ pub struct MemoryFigures {
     pub peak_allocated_bytes: Option<u64>,
     /// Highest reserved over the records; `None` without allocator figures.
     pub peak_reserved_bytes: Option<u64>,
-    /// Highest census over the records.
-    pub peak_census_bytes: u64,
+    /// Highest memory of the tensors over the records: the sum of the categories
+    /// (activations included, which the census alone misses on CPU), at least the census.
+    pub peak_tensor_bytes: u64,
     /// Each measured category's median after warm-up.
     pub steady_categories_bytes: BTreeMap<String, u64>,
 }
@@ -43,7 +44,11 @@ pub fn memory_figures(
     MemoryFigures {
         peak_allocated_bytes: allocator.map(|a| a.peak_allocated_bytes),
         peak_reserved_bytes: allocator.map(|a| a.peak_reserved_bytes),
-        peak_census_bytes: records.iter().map(|r| r.census_bytes).max().unwrap_or(0),
+        peak_tensor_bytes: records
+            .iter()
+            .map(|r| r.categories_bytes.total().max(r.census_bytes))
+            .max()
+            .unwrap_or(0),
         steady_categories_bytes: by_category
             .into_iter()
             .filter_map(|(name, mut values)| {
@@ -89,7 +94,7 @@ mod tests {
         let f = memory_figures(&records, fragmentation(&records, &[]).as_ref());
         assert_eq!(f.peak_allocated_bytes, Some(250));
         assert_eq!(f.peak_reserved_bytes, Some(400));
-        assert_eq!(f.peak_census_bytes, 190);
+        assert_eq!(f.peak_tensor_bytes, 190);
         assert_eq!(f.steady_categories_bytes["activations"], 20);
         assert_eq!(f.steady_categories_bytes["parameters"], 100);
         assert!(!f.steady_categories_bytes.contains_key("gradients"));

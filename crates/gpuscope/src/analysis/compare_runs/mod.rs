@@ -84,7 +84,7 @@ pub fn compare_runs(base: &RunRead, new: &RunRead, rules: &[Rule]) -> RunCompari
                 rank,
                 peak_allocated_bytes: memory(|m| m.peak_allocated_bytes),
                 peak_reserved_bytes: memory(|m| m.peak_reserved_bytes),
-                peak_census_bytes: memory(|m| Some(m.peak_census_bytes)),
+                peak_tensor_bytes: memory(|m| Some(m.peak_tensor_bytes)),
                 steady_categories_bytes: categories
                     .into_iter()
                     .map(|c| {

@@ -21,7 +21,7 @@ pub struct RunFigures {
     /// Highest allocator peak over the run; `null` on CPU.
     pub peak_allocated_bytes: Option<u64>,
     /// Highest census over the run.
-    pub peak_census_bytes: u64,
+    pub peak_tensor_bytes: u64,
     /// Census at the end.
     pub end_census_bytes: u64,
     /// Categories at the end.
@@ -72,7 +72,7 @@ pub fn compare(runs: &[(String, &[MemoryRecord])]) -> Option<Comparison> {
                             .map(|a| a.peak_allocated_bytes.max(a.allocated_bytes))
                     })
                     .max(),
-                peak_census_bytes: records.iter().map(|r| r.census_bytes).max().unwrap_or(0),
+                peak_tensor_bytes: records.iter().map(|r| r.census_bytes).max().unwrap_or(0),
                 end_census_bytes: last.census_bytes,
                 end_categories_bytes: last
                     .categories_bytes
@@ -137,7 +137,7 @@ mod tests {
         let a = [record(100 * MIB, 50 * MIB), record(100 * MIB, 60 * MIB)];
         let b = [record(101 * MIB, 200 * MIB)];
         let c = compare(&[("a".into(), &a[..]), ("b".into(), &b[..])]).unwrap();
-        assert_eq!(c.runs[0].peak_census_bytes, 100 * MIB);
+        assert_eq!(c.runs[0].peak_tensor_bytes, 100 * MIB);
         assert_eq!(c.runs[1].end_census_bytes, 101 * MIB);
         assert_eq!(c.differences.len(), 1, "{:?}", c.differences);
         let d = &c.differences[0];

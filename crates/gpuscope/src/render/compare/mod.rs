@@ -76,7 +76,7 @@ pub(crate) fn figure_rows(rank: &RankFigures, step: &str) -> Vec<Row> {
     let mut rows = vec![
         row("peak allocated".into(), &rank.peak_allocated_bytes, mb),
         row("peak reserved".into(), &rank.peak_reserved_bytes, mb),
-        row("peak census".into(), &rank.peak_census_bytes, mb),
+        row("peak tensors".into(), &rank.peak_tensor_bytes, mb),
         row(format!("step time{step}"), &rank.step_time_us, |us| {
             format!("{:.2} ms", us / 1000.0)
         }),

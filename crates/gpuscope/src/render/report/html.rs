@@ -520,14 +520,14 @@ fn comparison_section(page: &mut String, c: &Comparison) {
                 r.label.clone(),
                 r.peak_allocated_bytes
                     .map_or_else(|| "–".to_owned(), mb_text),
-                mb_text(r.peak_census_bytes),
+                mb_text(r.peak_tensor_bytes),
                 mb_text(r.end_census_bytes),
             ]
         })
         .collect();
     table(
         page,
-        &["run", "peak allocated", "peak census", "end census"],
+        &["run", "peak allocated", "peak tensors", "end census"],
         &rows,
     );
     if !c.differences.is_empty() {

@@ -262,7 +262,7 @@ fn compared(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
     writeln!(
         out,
         "{:>12} {:>12} {:>12}  run",
-        "peak alloc", "peak census", "end census"
+        "peak alloc", "peak tensors", "end census"
     )?;
     for r in &c.runs {
         let alloc = r
@@ -271,7 +271,7 @@ fn compared(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
         writeln!(
             out,
             "{alloc:>12} {:>9.1} MB {:>9.1} MB  {}",
-            ByteUnit::Mib.of(r.peak_census_bytes),
+            ByteUnit::Mib.of(r.peak_tensor_bytes),
             ByteUnit::Mib.of(r.end_census_bytes),
             r.label
         )?;
