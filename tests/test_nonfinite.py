@@ -905,3 +905,96 @@ def test_nan_and_infinity_round_trip_as_strings(tmp_path: Path) -> None:
     assert listed["events"] == 2
     assert listed["losses"] == events[0]["losses"]
     assert listed["grad_norm"] == events[0]["grad_norm"]
+
+
+# -- 8. checks read at the next record -----------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["continue", "raise"])
+def test_a_check_between_records_is_reported_at_the_next_record(
+    tmp_path: Path, policy: str
+) -> None:
+    """every=5: the NaN batches of iterations 2 and 3 are not due for a record, so
+    check_finite answers True without reading anything; the record of iteration 5 writes
+    the event of the FIRST one (2): its losses, its history, the parameters whose
+    gradients the test found non-finite then (their gradients are gone by the record, so
+    1 stands for "some" in the NaN/Inf counts). Under "raise" the check of iteration 5
+    raises (on a recording iteration it reads at once)."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    batches = regression_batches(8, bad={2, 3})
+    scope = gpuscope.MemoryProfiler(
+        tmp_path,
+        model=model,
+        optimizer=opt,
+        every=5,
+        nonfinite_history=4,
+        on_nonfinite=policy,  # type: ignore[arg-type]
+    )
+    seen: list[dict[str, float]] = []
+    answers: list[bool] = []
+    expected_bad: dict[str, tuple[int, int]] = {}
+    raised: list[gpuscope.NonfiniteError] = []
+    with scope, gpuscope_warnings():
+        for it, (x, y) in enumerate(batches):
+            opt.zero_grad()
+            mse = (model(x) - y).pow(2).mean()
+            mse.backward()
+            seen.append(copies({"mse": mse}))
+            if it == 2:
+                expected_bad = bad_gradients(model)
+            try:
+                answers.append(scope.check_finite(it, losses={"mse": mse}))
+                if it < 5:
+                    assert not (tmp_path / "profiles" / "nonfinite.jsonl").exists(), it
+                if it not in (2, 3):  # the loop leaves the bad steps out by itself
+                    opt.step()
+                scope.step(it)
+            except gpuscope.NonfiniteError as e:
+                raised.append(e)
+                break
+    assert answers == [True] * len(answers)
+    assert expected_bad
+    (event,) = nonfinite_events(tmp_path)
+    assert event["iteration"] == 2 and event["action"] == policy
+    assert event["nonfinite_components"] == ["mse"]
+    assert same(floats(event["losses"]), seen[2])
+    # Iterations 0 and 1: the record of iteration 0 read the ring, which went on.
+    assert [h["iteration"] for h in event["history"]] == [0, 1]
+    for h in event["history"]:
+        assert same(floats(h["losses"]), seen[h["iteration"]])
+    named = {p["name"]: (min(p["nan"], 1), min(p["inf"], 1)) for p in event["nonfinite_parameters"]}
+    assert named == {k: (min(n, 1), min(i, 1)) for k, (n, i) in expected_bad.items()}
+    assert event["streak"] == 1
+    assert report_files(tmp_path) == {2: tmp_path / "profiles" / "nonfinite.iter2.txt"}
+    if policy == "raise":
+        (error,) = raised
+        # Raised by the check of iteration 5, which is due for a record and reads.
+        assert error.iteration == 2 and len(answers) == 5
+    else:
+        assert raised == [] and len(answers) == 8
+
+
+def test_a_check_after_the_last_record_is_reported_by_close(tmp_path: Path) -> None:
+    """The NaN comes after the last record: close() writes its event, with the exact
+    NaN counts (the gradients are still those the check saw), and raises under "raise"."""
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    scope = gpuscope.MemoryProfiler(
+        tmp_path, model=model, optimizer=opt, every=10, on_nonfinite="raise"
+    )
+    with gpuscope_warnings():
+        for it, (x, y) in enumerate(regression_batches(4, bad={3})):
+            opt.zero_grad()
+            (model(x) - y).pow(2).mean().backward()
+            assert scope.check_finite(it, loss=(model(x) - y).pow(2).mean()) is True
+            scope.step(it)
+        want = bad_gradients(model)
+        with pytest.raises(gpuscope.NonfiniteError) as caught:
+            scope.close()
+    assert caught.value.iteration == 3
+    (event,) = nonfinite_events(tmp_path)
+    assert event["iteration"] == 3 and event["nonfinite_components"] == ["total"]
+    assert {p["name"]: (p["nan"], p["inf"]) for p in event["nonfinite_parameters"]} == want
+    scope.close()  # idempotent: nothing left to raise

@@ -8,6 +8,10 @@ The norms come from one ``torch._foreach_norm`` over all gradients (no Python lo
 elements; bench/bench_gradients.py measures it beside the loops people write); group
 and module norms combine the per-tensor norms (the L2 norm of a set of tensors is the L2
 norm of their norms).
+
+Between records nothing here reads a tensor's value (a read stops the CPU until the
+GPU catches up): the clipping count and the sum of the clip factors accumulate in
+tensors on the gradients' device and are read when the next record takes them.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ class GradientFlow:
         self._measured = 0
         self._clipped = 0
         self._factors: list[float] = []
+        # Clipping between records, on the device: (times clipped, sum of the factors).
+        self._on_device: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def measure(self, iteration: int, clip_max_norm: float | None, full: bool) -> None:
         """One measurement; ``full`` keeps the norms for the next record (otherwise only
@@ -69,9 +75,10 @@ class GradientFlow:
             norms = [float(x) for x in torch.stack(torch._foreach_norm(grads)).tolist()]
             global_norm = _combined(norms)
         else:
-            # The global norm alone: one scalar crosses to the host.
-            stacked = torch.stack(torch._foreach_norm(grads)).double()
-            global_norm = float(torch.linalg.vector_norm(stacked).item())
+            # The global norm alone, compared with the clipping threshold on the device.
+            if clip_max_norm is not None:
+                self._count_clipping(grads, clip_max_norm)
+            return
         if clip_max_norm is not None and global_norm > clip_max_norm:
             self._clipped += 1
             self._factors.append(clip_max_norm / global_norm)
@@ -109,6 +116,17 @@ class GradientFlow:
             "clip_max_norm": clip_max_norm,
         }
 
+    def _count_clipping(self, grads: list[torch.Tensor], clip_max_norm: float) -> None:
+        """Adds this call's clipping to the device counters, reading nothing."""
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)).double())
+        clipped = norm > clip_max_norm
+        if self._on_device is None:
+            zero = torch.zeros((), dtype=torch.float64, device=norm.device)
+            self._on_device = (zero, zero.clone())
+        count, factors = self._on_device
+        count.add_(clipped)
+        factors.add_(torch.where(clipped, clip_max_norm / norm, 0.0))
+
     def after_step(self) -> None:
         """After the optimizer step of a measured iteration: the update/weight ratios,
         ‖w_after − w_before‖ / ‖w_before‖, globally and per module."""
@@ -137,11 +155,17 @@ class GradientFlow:
         """The latest full measurement with the clipping counts since the last call."""
         if self._pending is None:
             return None
+        clipped, factors = self._clipped, sum(self._factors)
+        if self._on_device is not None:
+            # The one read of the counters, at record time.
+            more, more_factors = torch.stack(self._on_device).tolist()
+            clipped, factors = clipped + round(more), factors + more_factors
+            self._on_device = None
         out = {
             **self._pending,
             "measured": self._measured,
-            "clipped": self._clipped,
-            "mean_clip_factor": sum(self._factors) / len(self._factors) if self._factors else None,
+            "clipped": clipped,
+            "mean_clip_factor": factors / clipped if clipped else None,
         }
         self._pending = None
         self._measured = self._clipped = 0

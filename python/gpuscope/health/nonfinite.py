@@ -2,10 +2,13 @@
 
 :class:`NonfiniteCheck` is the cheap per-iteration check behind
 ``MemoryProfiler.check_finite``: are the loss components and the global gradient norm
-finite? It costs one device-to-host read per call (one ``.item()`` of a boolean computed
-on the device from the losses and a ``torch._foreach_norm`` of the gradients). When it
-trips it gathers, once, what a person needs: which component went non-finite first,
-which parameters hold NaN or Inf gradients, the losses of the last iterations — and
+finite? Between records it reads nothing (a read stops the CPU until the GPU catches
+up): the answer, the first non-finite iteration's losses and per-parameter gradient norms
+(one ``torch._foreach_norm``) and the last iterations' losses (a fixed ring buffer) stay
+on the device, and the next record reads them once. On recording iterations, and under
+``on_nonfinite="skip"`` (which must stop this very step), it reads its answer at once.
+When it trips it gathers what a person needs: which component went non-finite first,
+which parameters hold NaN or Inf gradients, the losses of the iterations before — and
 hands them to the engine, which writes the human report and the ``nonfinite`` JSONL line.
 
 :func:`find_nonfinite` is the deep mode: it re-runs a step under
@@ -20,7 +23,6 @@ import math
 import re
 import time
 import warnings
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,30 +61,118 @@ def _scalar(value: Any) -> torch.Tensor | float:
     return float(value)
 
 
-def _as_float(value: torch.Tensor | float) -> float:
-    return float(value.item()) if isinstance(value, torch.Tensor) else value
+def _history_dtype(device: torch.device) -> torch.dtype:
+    """float64 keeps every loss exactly (float32, float16, bfloat16 losses too); MPS
+    has no float64."""
+    return torch.float32 if device.type == "mps" else torch.float64
 
 
-def _all_finite(values: list[torch.Tensor | float], norms: list[torch.Tensor]) -> bool:
-    """One boolean for every value and gradient norm, read with one sync per device."""
-    if not all(math.isfinite(v) for v in values if isinstance(v, float)):
-        return False
-    by_device: dict[torch.device, list[torch.Tensor]] = {}
-    for t in values:
-        if isinstance(t, torch.Tensor):
-            by_device.setdefault(t.device, []).append(t.float())
-    norms_by_device: dict[torch.device, list[torch.Tensor]] = {}
-    for n in norms:
-        norms_by_device.setdefault(n.device, []).append(n)
-    for device, ns in norms_by_device.items():
-        # A device's gradient norms as one figure: stacking them is the one pass over them.
-        total = torch.linalg.vector_norm(torch.stack(ns).float()).reshape(())
-        by_device.setdefault(device, []).append(total)
-    return all(bool(torch.isfinite(torch.stack(ts)).all().item()) for ts in by_device.values())
+class _Interval:
+    """What the checks since the last record found, kept in tensors on one device so
+    that no check reads a value: whether and where the first non-finite check was, its
+    streak, its per-parameter gradient norms and its global norm; and the losses of the
+    last ``history + 1`` checks in a ring buffer (one fixed allocation), which stops
+    taking rows at the first non-finite check so that its history is kept until the
+    record reads it."""
+
+    def __init__(
+        self,
+        device: torch.device,
+        components: tuple[str, ...],
+        parameters: tuple[str, ...],
+        history: int,
+        run: torch.Tensor | None,
+    ) -> None:
+        self.device = device
+        self.components = components
+        self.parameters = parameters
+        self.rows = history + 1
+        dtype = _history_dtype(device)
+        # Column 0: the iteration; then the components, in their order.
+        self.ring = torch.full(
+            (self.rows, 1 + len(components)), math.nan, dtype=dtype, device=device
+        )
+        self.checks = 0  # rows offered to the ring (host count: the slot needs no read)
+        self.valid_from = 0  # the first check whose row is in the ring
+        self.first = torch.full((), -1, dtype=torch.int64, device=device)
+        self.bad = torch.zeros((), dtype=torch.int64, device=device)
+        zero = torch.zeros((), dtype=torch.int64, device=device)
+        self.run = run.to(device) if run is not None else zero  # consecutive non-finite checks
+        self.first_run = zero.clone()
+        self.first_norms = torch.zeros(len(parameters), dtype=torch.float32, device=device)
+        self.first_total = torch.zeros((), dtype=torch.float32, device=device)
+        self.since_read = 0  # checks since the last read
+
+    def add(
+        self, iteration: int, values: list[torch.Tensor | float], norms: torch.Tensor
+    ) -> torch.Tensor:
+        """One check, all on the device; returns whether it was non-finite (a 0-d bool
+        tensor, not read here)."""
+        dtype = self.ring.dtype
+        row = torch.stack(
+            [
+                torch.full((), float(iteration), dtype=dtype, device=self.device),
+                *(
+                    v.to(self.device, dtype)
+                    if isinstance(v, torch.Tensor)
+                    else torch.full((), v, dtype=dtype, device=self.device)
+                    for v in values
+                ),
+            ]
+        )
+        total = (
+            torch.linalg.vector_norm(norms)
+            if norms.numel()
+            else torch.zeros((), dtype=torch.float32, device=self.device)
+        )
+        bad = ~(torch.isfinite(row[1:]).all() & torch.isfinite(total))
+        frozen = self.first >= 0
+        first_now = bad & ~frozen
+        slot = self.ring[self.checks % self.rows]
+        slot.copy_(torch.where(frozen, slot, row))
+        self.first = torch.where(first_now, self.checks, self.first)
+        self.bad.add_(bad)
+        self.run = torch.where(bad, self.run + 1, 0)
+        self.first_run = torch.where(first_now, self.run, self.first_run)
+        if norms.numel():
+            self.first_norms = torch.where(first_now, norms, self.first_norms)
+            self.first_total = torch.where(first_now, total, self.first_total)
+        self.checks += 1
+        self.since_read += 1
+        return bad
+
+    def read(self) -> tuple[int, int, int, float, list[float], list[list[float]]]:
+        """(first non-finite check or -1, non-finite checks, the first one's streak, its
+        global norm, its per-parameter norms, the ring's rows): the one read, at record
+        time. The ring takes rows again afterwards."""
+        state = torch.stack([self.first, self.bad, self.first_run]).tolist()
+        figures = torch.cat([self.first_total.reshape(1), self.first_norms]).double().tolist()
+        rows = self.ring.double().tolist()
+        first, bad, run = (int(x) for x in state)
+        self.first.fill_(-1)
+        self.bad.zero_()
+        self.since_read = 0
+        return first, bad, run, figures[0], figures[1:], rows
+
+    def history(self, check: int, rows: list[list[float]]) -> list[tuple[int, list[float]]]:
+        """(iteration, component values) of ``check`` and of the checks before it that
+        the ring holds, oldest first."""
+        start = max(check - self.rows + 1, self.valid_from, 0)
+        out = []
+        for k in range(start, check + 1):
+            row = rows[k % self.rows]
+            out.append((int(row[0]), row[1:]))
+        return out
 
 
 class NonfiniteCheck:
-    """The per-iteration check of one profiler (see ``MemoryProfiler.check_finite``)."""
+    """The per-iteration check of one profiler (see ``MemoryProfiler.check_finite``).
+
+    A check either reads its answer at once (``check(..., now=True)``: on iterations the
+    profiler records, and always under ``"skip"``, which must stop this very step) or
+    leaves it on the device, where :meth:`settle` — called at the next record — reads
+    what every check since the previous record found and reports the first non-finite
+    iteration among them."""
 
     def __init__(
         self,
@@ -102,8 +192,10 @@ class NonfiniteCheck:
         self.policy = policy
         self.write = write
         self.rank = rank
-        self.history: deque[tuple[int, dict[str, torch.Tensor | float]]] = deque(maxlen=history)
-        self.streak = 0
+        self.history = history
+        self.interval: _Interval | None = None
+        # Raised at the next record: found when an interval was settled early.
+        self.pending_error: NonfiniteError | None = None
         self.events = 0
         self.reports = 0
         self.warned = False
@@ -125,48 +217,148 @@ class NonfiniteCheck:
         return [(n, p.grad) for n, p in self._parameters() if p.grad is not None]
 
     def check(
-        self, iteration: int, losses: Mapping[str, Any] | None, loss: Any
+        self, iteration: int, losses: Mapping[str, Any] | None, loss: Any, now: bool
     ) -> tuple[bool, NonfiniteError | None]:
-        """(whether the optimizer should step, the error to raise if any)."""
+        """(whether the optimizer should step, the error to raise if any). Reads nothing
+        unless ``now`` or the policy is ``"skip"``."""
         parts = {str(k): _scalar(v) for k, v in (losses or {}).items()}
         if loss is not None:
             parts["total"] = _scalar(loss)
         grads = self._gradients()
-        norms = list(torch._foreach_norm([g for _, g in grads])) if grads else []
-        if _all_finite(list(parts.values()), norms):
-            self.streak = 0
-            self.history.append((iteration, parts))
+        now = now or self.policy == "skip"
+        error = None
+        interval = self._interval(parts, grads)
+        if now:
+            # What the checks before this one found comes first.
+            error = self.settle()
+        norms = (
+            torch.stack(
+                [n.to(interval.device) for n in torch._foreach_norm([g for _, g in grads])]
+            ).float()
+            if grads
+            else torch.zeros(0, device=interval.device)
+        )
+        bad = interval.add(iteration, [parts[c] for c in interval.components], norms)
+        if not now:
             return True, None
-        self.streak += 1
-        event = self._event(iteration, parts, grads, norms)
-        self.history.append((iteration, parts))
-        report = self._record(event)
+        if not bool(bad.item()):  # the one read of a check that answers at once
+            interval.since_read = 0
+            return error is None, error
+        later = self.settle(grads)
+        error = error or later
         if self.policy == "skip":
             # Dropped gradients make optimizer.step() leave every parameter alone, even
             # in a loop that ignores check_finite's answer.
             for _, p in self._parameters():
                 p.grad = None
+        return self.policy == "continue", error
+
+    def _interval(
+        self,
+        parts: dict[str, torch.Tensor | float],
+        grads: list[tuple[str, torch.Tensor]],
+    ) -> _Interval:
+        """The interval these values go to: the current one, unless the components, the
+        parameters with a gradient or the device changed (rare: the current one is then
+        settled first, which reads it, and a new one starts without history)."""
+        device = next(
+            (g.device for _, g in grads),
+            next((v.device for v in parts.values() if isinstance(v, torch.Tensor)), None),
+        ) or torch.device("cpu")
+        components = tuple(parts)
+        parameters = tuple(n for n, _ in grads)
+        current = self.interval
+        if current is not None and (
+            current.device == device
+            and current.components == components
+            and current.parameters == parameters
+        ):
+            return current
+        run = None
+        if current is not None:
+            if current.since_read:
+                error = self.settle()
+                if error is not None:
+                    self.pending_error = error
+            run = current.run
+        self.interval = _Interval(device, components, parameters, self.history, run)
+        return self.interval
+
+    def settle(self, grads: list[tuple[str, torch.Tensor]] | None = None) -> NonfiniteError | None:
+        """Reads what the checks since the last read found (one read) and writes the
+        event of the first non-finite one; returns the error to raise under ``"raise"``.
+        ``grads``: the gradients of the latest check, counted element by element when that
+        check is the first non-finite one (they are the gradients it saw)."""
+        pending, self.pending_error = self.pending_error, None
+        interval = self.interval
+        if interval is None or not interval.since_read:
+            return pending
+        first, _, streak, total, norms, rows = interval.read()
+        if first < 0:
+            return pending
+        history = interval.history(first, rows)
+        if first < interval.checks - 1:
+            # The rows of the checks after the first non-finite one were never written.
+            interval.valid_from = interval.checks
+        iteration, values = history[-1]
+        latest = first == interval.checks - 1
+        if grads is None and latest:
+            live = dict(self._gradients())
+            if tuple(live) == interval.parameters:
+                grads = list(live.items())
+        event = self._event(
+            iteration,
+            dict(zip(interval.components, values, strict=True)),
+            history[:-1],
+            interval,
+            norms,
+            total,
+            grads if latest else None,
+            streak,
+        )
+        report = self._record(event)
         if self.policy == "raise":
-            return False, NonfiniteError(_headline(event, report), iteration, report)
-        return self.policy == "continue", None
+            return pending or NonfiniteError(_headline(event, report), iteration, report)
+        return pending
 
     def _event(
         self,
         iteration: int,
-        parts: dict[str, torch.Tensor | float],
-        grads: list[tuple[str, torch.Tensor]],
-        norms: list[torch.Tensor],
+        values: dict[str, float],
+        history: list[tuple[int, list[float]]],
+        interval: _Interval,
+        norms: list[float],
+        total: float,
+        grads: list[tuple[str, torch.Tensor]] | None,
+        streak: int,
     ) -> dict[str, Any]:
-        values = {k: _as_float(v) for k, v in parts.items()}
         bad: list[dict[str, Any]] = []
-        for (name, g), norm in zip(grads, norms, strict=True):
-            if math.isfinite(float(norm.item())):
-                continue
-            nan = int(torch.isnan(g).sum().item())
-            inf = int(torch.isinf(g).sum().item())
-            if nan or inf:
-                bad.append({"name": name, "nan": nan, "inf": inf, "elements": g.numel()})
-        grad_norm = math.sqrt(sum(float(n.item()) ** 2 for n in norms)) if grads else None
+        if grads is not None:
+            # The gradients the check saw: exact NaN and Inf counts.
+            for (name, g), norm in zip(grads, norms, strict=True):
+                if math.isfinite(norm):
+                    continue
+                nan = int(torch.isnan(g).sum().item())
+                inf = int(torch.isinf(g).sum().item())
+                if nan or inf:
+                    bad.append({"name": name, "nan": nan, "inf": inf, "elements": g.numel()})
+        else:
+            # A check read later: its gradients are gone, their norms remain. A NaN norm
+            # means NaN elements, an infinite one Inf elements (or finite ones too large to
+            # square); how many is not known, and 1 stands for "some".
+            elements = {n: p.numel() for n, p in self._parameters()}
+            for name, norm in zip(interval.parameters, norms, strict=True):
+                if not math.isfinite(norm):
+                    nan = int(math.isnan(norm))
+                    bad.append(
+                        {
+                            "name": name,
+                            "nan": nan,
+                            "inf": 1 - nan,
+                            "elements": elements.get(name, 0),
+                        }
+                    )
+        grad_norm = math.sqrt(sum(n * n for n in norms)) if interval.parameters else None
         return {
             "kind": "nonfinite",
             "iteration": int(iteration),
@@ -176,13 +368,13 @@ class NonfiniteCheck:
             "nonfinite_components": [k for k, v in values.items() if not math.isfinite(v)],
             "grad_norm": grad_norm,
             "nonfinite_parameters": bad,
-            "parameters_checked": len(grads),
+            "parameters_checked": len(interval.parameters),
             "history": [
-                {"iteration": it, "losses": {k: _as_float(v) for k, v in p.items()}}
-                for it, p in self.history
+                {"iteration": it, "losses": dict(zip(interval.components, vs, strict=True))}
+                for it, vs in history
             ],
             "action": self.policy,
-            "streak": self.streak,
+            "streak": streak,
             "report": None,
         }
 
@@ -191,7 +383,7 @@ class NonfiniteCheck:
         if self.events >= MAX_EVENTS:
             return None
         self.events += 1
-        with_report = self.streak == 1 and self.reports < MAX_REPORTS
+        with_report = event["streak"] == 1 and self.reports < MAX_REPORTS
         self.reports += with_report
         report = self.write(event, with_report)
         if not self.warned:

@@ -183,20 +183,31 @@ class MemoryProfiler:
         loss: Any = None,
     ) -> bool:
         """Call every iteration after ``loss.backward()`` and before ``optimizer.step()``:
-        checks that the loss components and the gradients are finite (one device sync).
-        When they are not, writes ``profiles/nonfinite.iter<N>.txt`` (which component went
-        first, which parameters have NaN/Inf gradients, the last iterations' losses) and a
+        checks that the loss components and the gradients are finite. When they are
+        not, writes ``profiles/nonfinite.iter<N>.txt`` (which component went first, which
+        parameters have NaN/Inf gradients, the last iterations' losses) and a
         ``nonfinite`` line of ``profiles/nonfinite.jsonl``, warns once, then does what
         ``on_nonfinite`` says: ``"raise"`` :class:`NonfiniteError` (after a last memory
-        record of the failing iteration), ``"skip"`` the step
-        (its gradients are dropped, so ``optimizer.step()`` changes nothing), or
-        ``"continue"``. Returns whether the optimizer should step."""
+        record), ``"skip"`` the step (its gradients are dropped, so ``optimizer.step()``
+        changes nothing), or ``"continue"``. Returns whether the optimizer should step.
+
+        Between records the check reads no value from the device (no synchronisation):
+        it returns ``True``, and the next record (the next ``step()`` that records, or
+        ``close()``) writes the event of the first non-finite iteration since the
+        previous record — under ``"raise"`` that record raises. On iterations the
+        schedule records, and always under ``"skip"`` (it must stop this very step), it
+        reads its answer at once: one synchronisation."""
         if not self.enabled:
             return True
         _check_iteration(iteration, "check_finite")
         losses, loss = self._usable_losses(losses, loss)
         outcome = self._guarded(
-            "checking for non-finite values", self._nonfinite.check, iteration, losses, loss
+            "checking for non-finite values",
+            self._nonfinite.check,
+            iteration,
+            losses,
+            loss,
+            self.schedule.due(iteration),
         )
         if outcome is None:
             return True
@@ -238,7 +249,16 @@ class MemoryProfiler:
             self._track_peaks(record)
             if self._writer is not None:
                 self._guarded("writing a record", self._writer.write, record)
+        self._settle_nonfinite()
         return record
+
+    def _settle_nonfinite(self) -> None:
+        """Reads what ``check_finite`` left on the device since the last record and
+        writes the event of the first non-finite iteration; raises under ``"raise"``."""
+        error = self._guarded("checking for non-finite values", self._nonfinite.settle)
+        if error is not None:
+            self.flush()
+            raise error
 
     def flush(self) -> None:
         """Waits until every record so far is in the files."""
@@ -246,11 +266,22 @@ class MemoryProfiler:
             self._guarded("flushing", self._writer.flush)
 
     def close(self) -> None:
-        """Flushes and closes the files, and removes the model's hooks. Idempotent."""
+        """Writes what ``check_finite`` found since the last record, flushes and closes
+        the files, and removes the model's hooks. Idempotent. Under
+        ``on_nonfinite="raise"``, raises :class:`NonfiniteError` (after closing) when a
+        check since the last record found non-finite values."""
+        self._close(raise_nonfinite=True)
+
+    def _close(self, raise_nonfinite: bool) -> None:
+        error = None
+        if self.enabled:
+            error = self._guarded("checking for non-finite values", self._nonfinite.settle)
         self._autocast.close()
         if self._writer is not None:
             self._guarded("closing", self._writer.close)
             self._writer = None
+        if error is not None and raise_nonfinite:
+            raise error
 
     @property
     def paths(self) -> list[Path]:
@@ -266,7 +297,8 @@ class MemoryProfiler:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        # With an exception on its way, what the checks found is written, not raised.
+        self._close(raise_nonfinite=exc is None)
 
     def summary(self) -> dict[str, Any]:
         """This process's records so far: count and peak figures (bytes)."""

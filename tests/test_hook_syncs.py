@@ -1,0 +1,127 @@
+"""Host–device synchronisations of the training-health hooks, counted on CPU.
+
+Every read of a tensor's value from Python (``.item()``, ``bool()``, ``float()``,
+``if t:``) goes through ``aten::_local_scalar_dense``; on a GPU each one stops the CPU
+until the GPU has caught up. A ``TorchDispatchMode`` counts those calls while a real
+training loop runs, once without gpuscope and once with the explicit calls
+(``record_gradients(it, clip_max_norm=…)`` and ``check_finite(it, losses=…, loss=…)``):
+on the iterations not due for a record the counts must be the same. The iterations
+that record may read values (that is when the figures are written): their counts are
+reported, not bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gpuscope
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+EVERY = 50
+ITERATIONS = range(1, 21)  # none is due for a record with every=50 (0, 50, ...)
+
+
+class ScalarReads(TorchDispatchMode):
+    """Counts ``aten::_local_scalar_dense`` calls: one per read of a tensor's value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+Hooks = Callable[[int, dict[str, torch.Tensor], torch.Tensor], None]
+
+
+def model_and_optimizer() -> tuple[nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+
+def training_loop(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    iterations: range,
+    hooks: Hooks | None = None,
+    step: Callable[[int], None] | None = None,
+) -> int:
+    """Trains on two loss components; ``hooks`` runs after ``backward()`` and before the
+    optimizer step, ``step`` at the end of the iteration. Returns the value reads counted
+    while ``iterations`` ran (a first iteration, 0, runs before them uncounted: AdamW
+    creates its state there, and the profiler records it)."""
+    x, y = torch.randn(32, 16), torch.randn(32, 4)
+    counter = ScalarReads()
+    for it in [0, *iterations]:
+        if it == iterations.start:
+            counter.__enter__()
+        opt.zero_grad()
+        out = model(x)
+        parts = {"mse": (out - y).pow(2).mean(), "l1": 1e-3 * out.abs().mean()}
+        loss = parts["mse"] + parts["l1"]
+        loss.backward()
+        if hooks is not None:
+            hooks(it, parts, loss)
+        opt.step()
+        if step is not None:
+            step(it)
+    counter.__exit__(None, None, None)
+    return counter.count
+
+
+def plain(iterations: range) -> int:
+    return training_loop(*model_and_optimizer(), iterations)
+
+
+def with_explicit_calls(tmp_path: Path, iterations: range, every: int) -> int:
+    """The loop with ``record_gradients`` and ``check_finite`` called by hand."""
+    model, opt = model_and_optimizer()
+    scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=every)
+
+    def hooks(it: int, parts: dict[str, torch.Tensor], loss: torch.Tensor) -> None:
+        scope.record_gradients(it, clip_max_norm=1.0)
+        assert scope.check_finite(it, losses=parts, loss=loss) is True
+
+    with scope:
+        return training_loop(model, opt, iterations, hooks, lambda it: scope.step(it))
+
+
+def test_iterations_between_records_read_no_value_more_than_the_plain_loop(
+    tmp_path: Path,
+) -> None:
+    baseline = plain(ITERATIONS)
+    hooked = with_explicit_calls(tmp_path, ITERATIONS, EVERY)
+    assert hooked == baseline, (
+        f"record_gradients + check_finite read {hooked - baseline} tensor values in "
+        f"{len(ITERATIONS)} iterations not due for a record (plain loop: {baseline})"
+    )
+
+
+def test_recording_iterations_may_read_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """every=1: each iteration records; the reads are allowed and printed (-s shows them)."""
+    baseline = plain(ITERATIONS)
+    hooked = with_explicit_calls(tmp_path, ITERATIONS, 1)
+    with capsys.disabled():
+        print(
+            f"\nvalue reads on {len(ITERATIONS)} recording iterations: plain {baseline}, "
+            f"with record_gradients + check_finite {hooked} "
+            f"({(hooked - baseline) / len(ITERATIONS):.1f} per iteration)"
+        )
+    assert hooked >= baseline
