@@ -304,6 +304,7 @@ def test_log_of_a_negative_input_names_the_component_the_parameters_and_the_modu
     named = {p["name"]: (p["nan"], p["inf"]) for p in event["nonfinite_parameters"]}
     assert set(named) == set(expected_bad)
     assert named == expected_bad
+    assert all(p["counted"] is True for p in event["nonfinite_parameters"])
     assert [p["name"] for p in event["nonfinite_parameters"]] == list(expected_bad)
     sizes = dict(model.named_parameters())
     for p in event["nonfinite_parameters"]:
@@ -966,8 +967,11 @@ def test_a_check_between_records_is_reported_at_the_next_record(
         assert same(floats(h["losses"]), seen[h["iteration"]])
     named = {p["name"]: (min(p["nan"], 1), min(p["inf"], 1)) for p in event["nonfinite_parameters"]}
     assert named == {k: (min(n, 1), min(i, 1)) for k, (n, i) in expected_bad.items()}
+    # Read after the gradients were gone: the marks say "some", and the file says so.
+    assert all(p["counted"] is False for p in event["nonfinite_parameters"])
     assert event["streak"] == 1
     assert report_files(tmp_path) == {2: tmp_path / "profiles" / "nonfinite.iter2.txt"}
+    assert "some" in (tmp_path / "profiles" / "nonfinite.iter2.txt").read_text()
     if policy == "raise":
         (error,) = raised
         # Raised by the check of iteration 5, which is due for a record and reads.

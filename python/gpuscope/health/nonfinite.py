@@ -341,11 +341,19 @@ class NonfiniteCheck:
                 nan = int(torch.isnan(g).sum().item())
                 inf = int(torch.isinf(g).sum().item())
                 if nan or inf:
-                    bad.append({"name": name, "nan": nan, "inf": inf, "elements": g.numel()})
+                    bad.append(
+                        {
+                            "name": name,
+                            "nan": nan,
+                            "inf": inf,
+                            "elements": g.numel(),
+                            "counted": True,
+                        }
+                    )
         else:
             # A check read later: its gradients are gone, their norms remain. A NaN norm
             # means NaN elements, an infinite one Inf elements (or finite ones too large to
-            # square); how many is not known, and 1 stands for "some".
+            # square); how many is not known: 1 stands for "some", and "counted" says so.
             elements = {n: p.numel() for n, p in self._parameters()}
             for name, norm in zip(interval.parameters, norms, strict=True):
                 if not math.isfinite(norm):
@@ -356,6 +364,7 @@ class NonfiniteCheck:
                             "nan": nan,
                             "inf": 1 - nan,
                             "elements": elements.get(name, 0),
+                            "counted": False,
                         }
                     )
         grad_norm = math.sqrt(sum(n * n for n in norms)) if interval.parameters else None

@@ -65,6 +65,17 @@ pub struct NonfiniteParameter {
     pub inf: u64,
     /// Elements in the gradient.
     pub elements: u64,
+    /// Whether `nan` and `inf` are counts. `false` when the check was read at the next
+    /// record, after the gradients were gone: then only the gradient's norm was kept, and
+    /// `nan` / `inf` are 1 for the kind it shows (a NaN norm, an infinite one) and 0
+    /// otherwise — "some", not how many.
+    #[serde(default = "counted_by_default")]
+    pub counted: bool,
+}
+
+/// Events written before checks could be read late always counted.
+fn counted_by_default() -> bool {
+    true
 }
 
 /// Loss components of one earlier iteration.

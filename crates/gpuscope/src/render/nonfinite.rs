@@ -98,15 +98,29 @@ fn parameters(event: &NonfiniteEvent, width: u16, out: &mut dyn Write) -> io::Re
     let mut t = table(width);
     t.set_header(vec!["parameter", "NaN", "Inf", "elements"]);
     for p in &event.nonfinite_parameters {
+        let count = |n: u64| match (p.counted, n) {
+            (true, n) => n.to_string(),
+            (false, 0) => "–".to_owned(),
+            (false, _) => "some".to_owned(),
+        };
         t.add_row(vec![
             p.name.clone(),
-            p.nan.to_string(),
-            p.inf.to_string(),
+            count(p.nan),
+            count(p.inf),
             p.elements.to_string(),
         ]);
     }
     right_align(&mut t, &[1, 2, 3]);
-    write_table(out, &t)
+    write_table(out, &t)?;
+    if event.nonfinite_parameters.iter().any(|p| !p.counted) {
+        paragraph(
+            out,
+            "(\"some\": this check was read at the next record, after these gradients were \
+             gone; their norms say which kind, not how many elements)",
+            width,
+        )?;
+    }
+    Ok(())
 }
 
 /// The loss components of the remembered iterations, this one last.

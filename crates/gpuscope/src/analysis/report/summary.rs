@@ -66,7 +66,9 @@ pub struct Summary {
     pub start: Figures,
     /// Figures of the last record.
     pub end: Figures,
-    /// The device's memory in total, from the last record that gives it (`null` on CPU).
+    /// The device's memory in total, from the last record that gives it (`None` on CPU).
+    /// Not in `runs[]` of the JSON, which keeps its keys; the diagnosis's findings give it.
+    #[serde(skip)]
     pub device_total_bytes: Option<u64>,
 }
 
