@@ -178,7 +178,7 @@ def test_summary_gathered_and_printed_by_rank0_only(ranked_run: dict[str, Any]) 
         mine = summaries[rank]
         # 3 scheduled records + the one oom_guard took
         assert mine["records"] == ITERS // EVERY + 1
-        assert mine["peak_tensor_bytes"] == expected["params"] + expected["state"]
+        assert mine["peak_census_bytes"] == expected["params"] + expected["state"]
 
 
 def test_oom_reports_per_rank(ranked_run: dict[str, Any]) -> None:
