@@ -36,15 +36,16 @@ pub enum Command {
         gpuscope tb runs/exp1 --format json | jq '.tags[\"Loss/total\"].points[-1]'\n  \
         gpuscope tb runs/exp1 --tag Loss/total --format csv > loss.csv")]
     Tb(TbArgs),
-    /// Summarise runs' memory records: timeline, trends, leak verdict, advice, loss phases
+    /// Diagnose runs from everything they left, then summarise their memory records
     #[command(after_help = "Examples:\n  \
-        gpuscope report runs/exp1                    a run directory (every rank)\n  \
+        gpuscope report runs/exp1                    a run directory: its diagnosis, every rank\n  \
         gpuscope report latest                       the newest run under . or $GPUSCOPE_RUNS\n  \
         gpuscope report profiles/tensor_profile_20260128_140205.log\n  \
         gpuscope report runs/exp1/tensorboard        TensorProfiling/* or Memory/Tensor_* tags\n  \
         gpuscope report runs/before runs/after       compared side by side\n  \
         gpuscope report runs/exp1 --format html -o report.html\n  \
-        gpuscope report runs/exp1 --format json | jq '.runs[0].leak'")]
+        gpuscope report runs/exp1 --format json | jq '.runs[0].leak'\n  \
+        gpuscope report runs/exp1 --format json | jq '.diagnoses[0].findings[0]'")]
     Report(ReportArgs),
     /// Compare two runs (BASE, then NEW): memory, step time, verdicts; with --fail-on, a CI
     /// gate that exits 1 on a regression
