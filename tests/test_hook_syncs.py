@@ -4,7 +4,8 @@ Every read of a tensor's value from Python (``.item()``, ``bool()``, ``float()``
 ``if t:``) goes through ``aten::_local_scalar_dense``; on a GPU each one stops the CPU
 until the GPU has caught up. A ``TorchDispatchMode`` counts those calls while a real
 training loop runs, once without gpuscope and once with the explicit calls
-(``record_gradients(it, clip_max_norm=…)`` and ``check_finite(it, losses=…, loss=…)``):
+(``record_gradients(it, clip_max_norm=…)`` and ``check_finite(it, losses=…, loss=…)``),
+and once zero-touch (only ``step(it, losses=…, loss=…)``: the optimizer-step hooks):
 on the iterations not due for a record the counts must be the same. The iterations
 that record may read values (that is when the figures are written): their counts are
 reported, not bounded.
@@ -46,6 +47,7 @@ class ScalarReads(TorchDispatchMode):
 
 
 Hooks = Callable[[int, dict[str, torch.Tensor], torch.Tensor], None]
+Step = Callable[[int, dict[str, torch.Tensor], torch.Tensor], None]
 
 
 def model_and_optimizer() -> tuple[nn.Module, torch.optim.Optimizer]:
@@ -59,7 +61,7 @@ def training_loop(
     opt: torch.optim.Optimizer,
     iterations: range,
     hooks: Hooks | None = None,
-    step: Callable[[int], None] | None = None,
+    step: Step | None = None,
 ) -> int:
     """Trains on two loss components; ``hooks`` runs after ``backward()`` and before the
     optimizer step, ``step`` at the end of the iteration. Returns the value reads counted
@@ -79,7 +81,7 @@ def training_loop(
             hooks(it, parts, loss)
         opt.step()
         if step is not None:
-            step(it)
+            step(it, parts, loss)
     counter.__exit__(None, None, None)
     return counter.count
 
@@ -98,7 +100,21 @@ def with_explicit_calls(tmp_path: Path, iterations: range, every: int) -> int:
         assert scope.check_finite(it, losses=parts, loss=loss) is True
 
     with scope:
-        return training_loop(model, opt, iterations, hooks, lambda it: scope.step(it))
+        return training_loop(model, opt, iterations, hooks, lambda it, parts, loss: scope.step(it))
+
+
+def zero_touch(tmp_path: Path, iterations: range, every: int, **options: Any) -> int:
+    """The loop calling only ``scope.step(it, losses=…, loss=…)``: the optimizer-step
+    hooks measure the gradients and take the norms for the non-finite check."""
+    model, opt = model_and_optimizer()
+    scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=every, **options)
+    assert opt._optimizer_step_pre_hooks
+
+    def step(it: int, parts: dict[str, torch.Tensor], loss: torch.Tensor) -> None:
+        scope.step(it, losses=parts, loss=loss)
+
+    with scope:
+        return training_loop(model, opt, iterations, step=step)
 
 
 def test_iterations_between_records_read_no_value_more_than_the_plain_loop(
@@ -112,16 +128,29 @@ def test_iterations_between_records_read_no_value_more_than_the_plain_loop(
     )
 
 
+@pytest.mark.parametrize("update_ratio", [False, True])
+def test_zero_touch_hooks_read_no_value_between_records(tmp_path: Path, update_ratio: bool) -> None:
+    baseline = plain(ITERATIONS)
+    hooked = zero_touch(tmp_path, ITERATIONS, EVERY, update_ratio=update_ratio)
+    assert hooked == baseline, (
+        f"the optimizer-step hooks read {hooked - baseline} tensor values in "
+        f"{len(ITERATIONS)} iterations not due for a record (plain loop: {baseline})"
+    )
+
+
 def test_recording_iterations_may_read_values(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """every=1: each iteration records; the reads are allowed and printed (-s shows them)."""
     baseline = plain(ITERATIONS)
-    hooked = with_explicit_calls(tmp_path, ITERATIONS, 1)
+    hooked = with_explicit_calls(tmp_path / "explicit", ITERATIONS, 1)
+    automatic = zero_touch(tmp_path / "zero-touch", ITERATIONS, 1)
     with capsys.disabled():
         print(
             f"\nvalue reads on {len(ITERATIONS)} recording iterations: plain {baseline}, "
             f"with record_gradients + check_finite {hooked} "
-            f"({(hooked - baseline) / len(ITERATIONS):.1f} per iteration)"
+            f"({(hooked - baseline) / len(ITERATIONS):.1f} per iteration), "
+            f"zero-touch {automatic} ({(automatic - baseline) / len(ITERATIONS):.1f})"
         )
     assert hooked >= baseline
+    assert automatic >= baseline

@@ -151,6 +151,12 @@ class GradientFlow:
         self._pending["update_ratio"] = ratio(list(range(len(params))))
         self._pending["module_update_ratios"] = {m: ratio(ks) for m, ks in by_module.items()}
 
+    def relabel(self, iteration: int) -> None:
+        """Gives the pending measurement the iteration ``step()`` names (the
+        optimizer-step hook measured it under the profiler's guess of that number)."""
+        if self._pending is not None:
+            self._pending["iteration"] = int(iteration)
+
     def take(self) -> dict[str, Any] | None:
         """The latest full measurement with the clipping counts since the last call."""
         if self._pending is None:

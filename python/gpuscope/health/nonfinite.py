@@ -216,15 +216,42 @@ class NonfiniteCheck:
     def _gradients(self) -> list[tuple[str, torch.Tensor]]:
         return [(n, p.grad) for n, p in self._parameters() if p.grad is not None]
 
+    def gradient_norms(self) -> tuple[list[tuple[str, torch.Tensor]], torch.Tensor | None]:
+        """The gradients now and their per-parameter norms (one ``_foreach_norm``, left
+        on the device: nothing is read), for a :meth:`check` made later."""
+        grads = self._gradients()
+        if not grads:
+            return grads, None
+        device = grads[0][1].device
+        norms = torch.stack(
+            [n.to(device) for n in torch._foreach_norm([g for _, g in grads])]
+        ).float()
+        return grads, norms
+
+    def drop_if_nonfinite(self, norms: torch.Tensor | None) -> None:
+        """``"skip"`` in the optimizer-step hook: when a gradient norm is not finite,
+        drops every gradient, so that the step about to run changes nothing. One read:
+        the synchronisation ``"skip"`` pays."""
+        if norms is not None and not bool(torch.isfinite(norms).all().item()):
+            for _, p in self._parameters():
+                p.grad = None
+
     def check(
-        self, iteration: int, losses: Mapping[str, Any] | None, loss: Any, now: bool
+        self,
+        iteration: int,
+        losses: Mapping[str, Any] | None,
+        loss: Any,
+        now: bool,
+        measured: tuple[list[tuple[str, torch.Tensor]], torch.Tensor | None] | None = None,
     ) -> tuple[bool, NonfiniteError | None]:
         """(whether the optimizer should step, the error to raise if any). Reads nothing
-        unless ``now`` or the policy is ``"skip"``."""
+        unless ``now`` or the policy is ``"skip"``. ``measured``: the gradients and norms
+        :meth:`gradient_norms` took earlier in the iteration (the optimizer-step hook),
+        checked instead of the gradients now."""
         parts = {str(k): _scalar(v) for k, v in (losses or {}).items()}
         if loss is not None:
             parts["total"] = _scalar(loss)
-        grads = self._gradients()
+        grads, taken = measured if measured is not None else self.gradient_norms()
         now = now or self.policy == "skip"
         error = None
         interval = self._interval(parts, grads)
@@ -232,10 +259,8 @@ class NonfiniteCheck:
             # What the checks before this one found comes first.
             error = self.settle()
         norms = (
-            torch.stack(
-                [n.to(interval.device) for n in torch._foreach_norm([g for _, g in grads])]
-            ).float()
-            if grads
+            taken.to(interval.device)
+            if taken is not None
             else torch.zeros(0, device=interval.device)
         )
         bad = interval.add(iteration, [parts[c] for c in interval.components], norms)

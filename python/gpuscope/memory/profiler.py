@@ -22,7 +22,8 @@ import math
 import numbers
 import os
 import time
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -65,13 +66,30 @@ def distributed_rank() -> tuple[int, int]:
 
 
 class MemoryProfiler:
-    """Records memory every ``every`` iterations (an int or a :class:`Schedule`)."""
+    """Records memory every ``every`` iterations (an int or a :class:`Schedule`).
+
+    Zero-touch: given ``model=`` and ``optimizer=`` (one, or a list of several), hooks on
+    each optimizer's step (``register_step_pre_hook``: after ``backward()``, the loop's
+    clipping and a GradScaler's unscaling, before the step) measure the gradient flow on
+    the iterations due for a record (``gradients=False`` turns it off) and take the
+    gradient norms for the non-finite check, which ``step(it, losses=…)`` completes with
+    the loss components it is given (``check_finite=False`` turns it off); with
+    ``update_ratio=True`` a ``register_step_post_hook`` measures the update ratio. One
+    measurement and one check per iteration (between two ``step()`` calls), at the first
+    optimizer step; the explicit :meth:`record_gradients` and :meth:`check_finite`
+    still work, and when called, the hook leaves that part to them. The hooks cannot
+    know the iteration's number: they use the next ``step()``'s as the profiler expects
+    it (0 before the first, then the last one's plus the stride between the last two),
+    and ``step()`` puts its own number on the measurement. An iteration without an
+    optimizer step (gradient accumulation's micro-batches, a step GradScaler skips for
+    infinite gradients) is neither measured nor checked. ``close()`` removes the hooks.
+    """
 
     def __init__(
         self,
         run_dir: str | os.PathLike[str] | None = None,
         model: torch.nn.Module | None = None,
-        optimizer: torch.optim.Optimizer | None = None,
+        optimizer: torch.optim.Optimizer | Sequence[torch.optim.Optimizer] | None = None,
         every: int | Schedule = 50,
         windows: Iterable[tuple[int, int, int]] | None = (),
         *,
@@ -87,6 +105,8 @@ class MemoryProfiler:
         update_ratio: bool = False,
         on_nonfinite: Policy = "continue",
         nonfinite_history: int = 20,
+        gradients: bool = True,
+        check_finite: bool = True,
         enabled: bool = True,
     ) -> None:
         if scan not in ("fast", "gc"):
@@ -95,7 +115,10 @@ class MemoryProfiler:
         _check_number("flush_secs", flush_secs, positive=True)
         _check_count("top_k", top_k)
         _check_count("module_depth", module_depth)
-        _check_optimizer(optimizer)
+        optimizers = _optimizer_list(optimizer)
+        for each in optimizers:
+            _check_optimizer(each)
+        combined: torch.optim.Optimizer | None = _Optimizers.of(optimizers)
         self.schedule = Schedule.of(every, windows if windows is not None else ())
         self.enabled = enabled and profiling_enabled()
         self.snapshot_at = frozenset(int(i) for i in snapshot_at)
@@ -104,8 +127,8 @@ class MemoryProfiler:
         self.scan = scan
         self.large_threshold = int(large_threshold_mb * MB)
         self.top_k = top_k
-        self.census = CensusTaker(model, optimizer, module_depth)
-        self.device = self._device(model, optimizer, device)
+        self.census = CensusTaker(model, combined, module_depth)
+        self.device = self._device(model, combined, device)
         self.rank, world = distributed_rank()
         self.ranked = world > 1
         self.records = 0
@@ -118,12 +141,27 @@ class MemoryProfiler:
         self._sections = Sections(
             self.device, lambda: self._take_census().total, self._section_failed
         )
-        self._gradients = GradientFlow(model, optimizer, module_depth, update_ratio)
+        self._gradients = GradientFlow(model, combined, module_depth, update_ratio)
         self._autocast = AutocastWatch(model if self.enabled else None, self.device.type)
         self._sections.measure_memory = self.schedule.due(0)
         self._nonfinite = NonfiniteCheck(
-            model, optimizer, on_nonfinite, nonfinite_history, self._write_nonfinite, self.rank
+            model, combined, on_nonfinite, nonfinite_history, self._write_nonfinite, self.rank
         )
+        # Zero-touch: hooks on every optimizer's step measure the gradients and check
+        # them without a call in the loop (see _before_optimizer_step).
+        self._optimizers = optimizers
+        self._auto_gradients = bool(gradients) and model is not None and bool(optimizers)
+        self._auto_finite = bool(check_finite) and bool(optimizers)
+        self._hooks: list[Any] = []
+        self._previous_step: int | None = None  # the iteration given to the step() before
+        self._last_step: int | None = None  # the iteration given to the last step()
+        # What happened in this iteration (since the last step()).
+        self._hook_ran = False
+        self._gradients_by_hook = False
+        self._gradients_explicit = False
+        self._finite_explicit = False
+        self._hook_grads: tuple[list[tuple[str, torch.Tensor]], torch.Tensor | None] | None = None
+        self._stepped: set[int] = set()
         if self.enabled:
             self._guarded(
                 "opening the run directory",
@@ -133,6 +171,8 @@ class MemoryProfiler:
                 text_log,
                 flush_secs,
             )
+            if self._auto_gradients or self._auto_finite:
+                self._guarded("hooking the optimizer's step", self._hook_optimizers)
 
     # -- public -------------------------------------------------------------------------
 
@@ -147,9 +187,18 @@ class MemoryProfiler:
             return
         _check_iteration(iteration, "step")
         self.last_iteration = iteration
+        self._previous_step, self._last_step = self._last_step, int(iteration)
         self._sections.step_done()
         if self._gradients.update_ratio:
             self._guarded("measuring the update/weight ratio", self._gradients.after_step)
+        if self._gradients_by_hook:
+            self._gradients.relabel(iteration)
+        measured, self._hook_grads = self._hook_grads, None
+        if measured is not None and not self._finite_explicit:
+            self._check_hooked(iteration, losses, loss, measured)
+        self._hook_ran = self._gradients_by_hook = self._gradients_explicit = False
+        self._finite_explicit = False
+        self._stepped.clear()
         if self.schedule.due(iteration):
             self.record(iteration, losses, loss)
         if iteration in self.snapshot_at:
@@ -170,6 +219,9 @@ class MemoryProfiler:
         if not self.enabled:
             return
         _check_iteration(iteration, "record_gradients")
+        if self._gradients_by_hook:
+            return  # the optimizer-step hook measured this iteration already
+        self._gradients_explicit = True
         due = self.schedule.due(iteration)
         if due or clip_max_norm is not None:
             self._guarded(
@@ -200,6 +252,9 @@ class MemoryProfiler:
         if not self.enabled:
             return True
         _check_iteration(iteration, "check_finite")
+        # This call is the iteration's check: the hook's, if it ran, is not made.
+        self._finite_explicit = True
+        self._hook_grads = None
         losses, loss = self._usable_losses(losses, loss)
         outcome = self._guarded(
             "checking for non-finite values",
@@ -274,6 +329,9 @@ class MemoryProfiler:
 
     def _close(self, raise_nonfinite: bool) -> None:
         error = None
+        for handle in self._hooks:
+            self._guarded("removing the optimizer hooks", handle.remove)
+        self._hooks = []
         if self.enabled:
             error = self._guarded("checking for non-finite values", self._nonfinite.settle)
         self._autocast.close()
@@ -339,6 +397,95 @@ class MemoryProfiler:
         )
 
     # -- internals ----------------------------------------------------------------------
+
+    def _hook_optimizers(self) -> None:
+        """Registers the zero-touch hooks on every optimizer's step. They hold the
+        profiler weakly: an optimizer copied or kept does not keep the profiler alive."""
+        ref = weakref.ref(self)
+
+        def before(optimizer: Any, args: Any, kwargs: Any) -> None:
+            scope = ref()
+            if scope is not None:
+                scope._guarded(
+                    "measuring gradients at the optimizer step", scope._before_optimizer_step
+                )
+
+        def after(optimizer: Any, args: Any, kwargs: Any) -> None:
+            scope = ref()
+            if scope is not None:
+                scope._guarded(
+                    "measuring the update/weight ratio", scope._after_optimizer_step, optimizer
+                )
+
+        for given in self._optimizers:
+            optimizer = given
+            inner = getattr(given, "optimizer", None)
+            if not hasattr(given, "_optimizer_step_pre_hooks") and inner is not None:
+                optimizer = inner  # a wrapper that steps the optimizer it holds (accelerate)
+            self._hooks.append(optimizer.register_step_pre_hook(before))
+            if self._auto_gradients and self._gradients.update_ratio:
+                self._hooks.append(optimizer.register_step_post_hook(after))
+
+    def _next_iteration(self) -> int:
+        """The iteration the next ``step()`` will name, as far as the hooks can know it:
+        0 before the first ``step()``, then the last one's plus the stride between the
+        last two (1 when only one was seen)."""
+        if self._last_step is None:
+            return 0
+        stride = 1
+        if self._previous_step is not None and self._last_step > self._previous_step:
+            stride = self._last_step - self._previous_step
+        return self._last_step + stride
+
+    def _before_optimizer_step(self) -> None:
+        """After ``backward()`` and before the step (and after the loop's clipping and a
+        GradScaler's unscaling): the gradient flow when the iteration is due for a
+        record, and the gradients' norms for the non-finite check that ``step()``
+        completes with the losses. Once per iteration, at the first optimizer's step;
+        nothing is read from the device (except under ``"skip"``)."""
+        if self._hook_ran:
+            return
+        self._hook_ran = True
+        iteration = self._next_iteration()
+        if self._auto_gradients and not self._gradients_explicit and self.schedule.due(iteration):
+            self._gradients_by_hook = True
+            self._gradients.measure(iteration, None, True)
+        if self._auto_finite and not self._finite_explicit:
+            self._hook_grads = self._nonfinite.gradient_norms()
+            if self._nonfinite.policy == "skip":
+                self._nonfinite.drop_if_nonfinite(self._hook_grads[1])
+
+    def _after_optimizer_step(self, optimizer: Any) -> None:
+        """The update/weight ratio once every hooked optimizer has stepped (``step()``
+        measures it otherwise, as without the hooks)."""
+        self._stepped.add(id(optimizer))
+        if len(self._stepped) == len(self._optimizers):
+            self._gradients.after_step()
+
+    def _check_hooked(
+        self,
+        iteration: int,
+        losses: Mapping[str, Any] | None,
+        loss: Any,
+        measured: tuple[list[tuple[str, torch.Tensor]], torch.Tensor | None],
+    ) -> None:
+        """The iteration's non-finite check: the losses ``step()`` got with the gradient
+        norms the hook took. Reads nothing: the next record reads it (under ``"skip"``
+        it is read at once, as that policy always is)."""
+        losses, loss = self._usable_losses(losses, loss)
+        outcome = self._guarded(
+            "checking for non-finite values",
+            self._nonfinite.check,
+            iteration,
+            losses,
+            loss,
+            False,
+            measured,
+        )
+        if outcome is not None and outcome[1] is not None:
+            self.record(iteration, losses, loss)
+            self.flush()
+            raise outcome[1]
 
     def _open(self, ranked: bool, tensorboard: bool, text_log: bool, flush_secs: float) -> None:
         self._sampler = _native.ProcessSampler()
@@ -553,6 +700,40 @@ class MemoryProfiler:
         beyond = heap - census_bytes
         self._floor = beyond if self._floor is None else min(self._floor, beyond)
         return beyond - self._floor
+
+
+def _optimizer_list(optimizer: Any) -> list[Any]:
+    """``optimizer=`` as a list: none, one, or several (a list or tuple)."""
+    if optimizer is None:
+        return []
+    if isinstance(optimizer, (list, tuple)):
+        return list(optimizer)
+    return [optimizer]
+
+
+class _Optimizers:
+    """Several optimizers seen as one by the census, the gradient groups and the
+    non-finite check: their groups in order, their states together."""
+
+    def __init__(self, optimizers: list[Any]) -> None:
+        self.optimizers = optimizers
+
+    @staticmethod
+    def of(optimizers: list[Any]) -> Any:
+        if not optimizers:
+            return None
+        return optimizers[0] if len(optimizers) == 1 else _Optimizers(optimizers)
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return [g for o in self.optimizers for g in o.param_groups]
+
+    @property
+    def state(self) -> dict[Any, Any]:
+        merged: dict[Any, Any] = {}
+        for o in self.optimizers:
+            merged.update(o.state)
+        return merged
 
 
 class _Reported(Exception):
