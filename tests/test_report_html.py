@@ -59,6 +59,8 @@ TOTALS_CHART = "Allocated, reserved and counted tensors"
 FRAGMENTATION_CHART = "Fragmentation"
 COUNT_CHART = "Tensor count"
 LOSS_CHART = "Loss components"
+# A run with a model and an optimizer measures its gradients without a call (zero-touch).
+GRADIENT_CHART = "Gradient norms (global and per module)"
 CHART_TITLES = (CATEGORY_CHART, TOTALS_CHART, FRAGMENTATION_CHART, COUNT_CHART, LOSS_CHART)
 
 # Attributes through which a page makes the browser fetch something.
@@ -215,13 +217,16 @@ def expected_charts(run: dict[str, Any]) -> dict[str, list[str]]:
         FRAGMENTATION_CHART: [n for n in ("fragmentation",) if n in names],
         COUNT_CHART: [n for n in ("tensors",) if n in names],
         LOSS_CHART: [n.removeprefix("loss/") for n in names if n.startswith("loss/")],
+        GRADIENT_CHART: [n.removeprefix("grad/") for n in names if n.startswith("grad/")],
     }
     return {title: series for title, series in charts.items() if series}
 
 
 def values_of(run: dict[str, Any], chart: str, name: str) -> list[float | None]:
     """The JSON timeline's values of the series `name` that `chart` draws."""
-    prefix = {CATEGORY_CHART: "category/", LOSS_CHART: "loss/"}.get(chart, "")
+    prefix = {CATEGORY_CHART: "category/", LOSS_CHART: "loss/", GRADIENT_CHART: "grad/"}.get(
+        chart, ""
+    )
     (series,) = [s for s in run["timeline"]["series"] if s["name"] == prefix + name]
     values: list[float | None] = series["values"]
     return values

@@ -261,3 +261,25 @@ def test_grad_scaler_measures_unscaled_gradients(tmp_path: Path) -> None:
     # Iteration 2's step was skipped by the scaler: not measured, not checked.
     assert "gradients" not in got[2]
     assert events(tmp_path) == []
+
+
+def test_the_hook_keeps_no_gradient_alive_after_zero_grad(tmp_path: Path) -> None:
+    """What the step hook keeps for the check (the norms) is not the gradients: freed by
+    ``zero_grad()``, they are gone before the next forward, as without gpuscope."""
+    import gc
+    import weakref
+
+    model, opt = setup()
+    x, y = torch.randn(8, 8), torch.randn(8, 1)
+    scope = gpuscope.MemoryProfiler(tmp_path / "run", model=model, optimizer=opt, every=50)
+    for it in range(3):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        grads = [weakref.ref(p.grad) for p in model.parameters() if p.grad is not None]
+        assert grads
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        gc.collect()
+        assert [g() for g in grads] == [None] * len(grads), it
+        scope.step(it, losses={"mse": loss.detach()})
+    scope.close()

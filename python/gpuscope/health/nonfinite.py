@@ -216,9 +216,14 @@ class NonfiniteCheck:
     def _gradients(self) -> list[tuple[str, torch.Tensor]]:
         return [(n, p.grad) for n, p in self._parameters() if p.grad is not None]
 
-    def gradient_norms(self) -> tuple[list[tuple[str, torch.Tensor]], torch.Tensor | None]:
+    def gradient_norms(
+        self, keep: bool = True
+    ) -> tuple[list[tuple[str, torch.Tensor]], torch.Tensor | None]:
         """The gradients now and their per-parameter norms (one ``_foreach_norm``, left
-        on the device: nothing is read), for a :meth:`check` made later."""
+        on the device: nothing is read), for a :meth:`check` made later. Without ``keep``
+        each gradient is stood in for by an empty tensor on its device, so that holding
+        the result until the check keeps no gradient's memory alive (the optimizer-step
+        hook holds it across ``zero_grad()`` and maybe the next forward)."""
         grads = self._gradients()
         if not grads:
             return grads, None
@@ -226,6 +231,8 @@ class NonfiniteCheck:
         norms = torch.stack(
             [n.to(device) for n in torch._foreach_norm([g for _, g in grads])]
         ).float()
+        if not keep:
+            grads = [(n, torch.empty(0, device=g.device, dtype=g.dtype)) for n, g in grads]
         return grads, norms
 
     def drop_if_nonfinite(self, norms: torch.Tensor | None) -> None:
@@ -252,6 +259,8 @@ class NonfiniteCheck:
         if loss is not None:
             parts["total"] = _scalar(loss)
         grads, taken = measured if measured is not None else self.gradient_norms()
+        # Gradients measured earlier (by the hook) are stand-ins: nothing to count.
+        real = measured is None
         now = now or self.policy == "skip"
         error = None
         interval = self._interval(parts, grads)
@@ -269,7 +278,7 @@ class NonfiniteCheck:
         if not bool(bad.item()):  # the one read of a check that answers at once
             interval.since_read = 0
             return error is None, error
-        later = self.settle(grads)
+        later = self.settle(grads if real else None, live=real)
         error = error or later
         if self.policy == "skip":
             # Dropped gradients make optimizer.step() leave every parameter alone, even
@@ -309,11 +318,14 @@ class NonfiniteCheck:
         self.interval = _Interval(device, components, parameters, self.history, run)
         return self.interval
 
-    def settle(self, grads: list[tuple[str, torch.Tensor]] | None = None) -> NonfiniteError | None:
+    def settle(
+        self, grads: list[tuple[str, torch.Tensor]] | None = None, live: bool = True
+    ) -> NonfiniteError | None:
         """Reads what the checks since the last read found (one read) and writes the
         event of the first non-finite one; returns the error to raise under ``"raise"``.
         ``grads``: the gradients of the latest check, counted element by element when that
-        check is the first non-finite one (they are the gradients it saw)."""
+        check is the first non-finite one (they are the gradients it saw); else, with
+        ``live``, the gradients now when they are the same parameters'."""
         pending, self.pending_error = self.pending_error, None
         interval = self.interval
         if interval is None or not interval.since_read:
@@ -327,10 +339,10 @@ class NonfiniteCheck:
             interval.valid_from = interval.checks
         iteration, values = history[-1]
         latest = first == interval.checks - 1
-        if grads is None and latest:
-            live = dict(self._gradients())
-            if tuple(live) == interval.parameters:
-                grads = list(live.items())
+        if grads is None and latest and live:
+            now = dict(self._gradients())
+            if tuple(now) == interval.parameters:
+                grads = list(now.items())
         event = self._event(
             iteration,
             dict(zip(interval.components, values, strict=True)),
@@ -358,11 +370,15 @@ class NonfiniteCheck:
         streak: int,
     ) -> dict[str, Any]:
         bad: list[dict[str, Any]] = []
-        if grads is not None:
-            # The gradients the check saw: exact NaN and Inf counts.
-            for (name, g), norm in zip(grads, norms, strict=True):
-                if math.isfinite(norm):
-                    continue
+        elements = {n: p.numel() for n, p in self._parameters()}
+        seen = dict(grads) if grads is not None else {}
+        for name, norm in zip(interval.parameters, norms, strict=True):
+            if math.isfinite(norm):
+                continue
+            g = seen.get(name)
+            if g is not None:
+                # The gradients the check saw: exact NaN and Inf counts (none when only
+                # the norm overflowed: finite elements too large to square).
                 nan = int(torch.isnan(g).sum().item())
                 inf = int(torch.isinf(g).sum().item())
                 if nan or inf:
@@ -375,23 +391,20 @@ class NonfiniteCheck:
                             "counted": True,
                         }
                     )
-        else:
+                continue
             # A check read later: its gradients are gone, their norms remain. A NaN norm
             # means NaN elements, an infinite one Inf elements (or finite ones too large to
             # square); how many is not known: 1 stands for "some", and "counted" says so.
-            elements = {n: p.numel() for n, p in self._parameters()}
-            for name, norm in zip(interval.parameters, norms, strict=True):
-                if not math.isfinite(norm):
-                    nan = int(math.isnan(norm))
-                    bad.append(
-                        {
-                            "name": name,
-                            "nan": nan,
-                            "inf": 1 - nan,
-                            "elements": elements.get(name, 0),
-                            "counted": False,
-                        }
-                    )
+            marked = int(math.isnan(norm))
+            bad.append(
+                {
+                    "name": name,
+                    "nan": marked,
+                    "inf": 1 - marked,
+                    "elements": elements.get(name, 0),
+                    "counted": False,
+                }
+            )
         grad_norm = math.sqrt(sum(n * n for n in norms)) if interval.parameters else None
         return {
             "kind": "nonfinite",

@@ -422,6 +422,10 @@ class MemoryProfiler:
             inner = getattr(given, "optimizer", None)
             if not hasattr(given, "_optimizer_step_pre_hooks") and inner is not None:
                 optimizer = inner  # a wrapper that steps the optimizer it holds (accelerate)
+            if not isinstance(optimizer, torch.optim.Optimizer):
+                # Not torch's (an object that only looks like one): nothing to hook, and
+                # the explicit calls still work.
+                continue
             self._hooks.append(optimizer.register_step_pre_hook(before))
             if self._auto_gradients and self._gradients.update_ratio:
                 self._hooks.append(optimizer.register_step_post_hook(after))
@@ -451,7 +455,7 @@ class MemoryProfiler:
             self._gradients_by_hook = True
             self._gradients.measure(iteration, None, True)
         if self._auto_finite and not self._finite_explicit:
-            self._hook_grads = self._nonfinite.gradient_norms()
+            self._hook_grads = self._nonfinite.gradient_norms(keep=False)
             if self._nonfinite.policy == "skip":
                 self._nonfinite.drop_if_nonfinite(self._hook_grads[1])
 
