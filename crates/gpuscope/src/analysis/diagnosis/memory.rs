@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::evidence::{Evidence, PeakEvidence};
 use super::finding::{Anchor, Finding, FindingKind, FindingSource, Severity, Stake};
-use super::RunInputs;
+use super::{share_of, RunInputs};
 use crate::analysis::report::allocator_verdict::Verdict;
 use crate::analysis::report::RunReport;
 use crate::analysis::snapshot::sites::SiteBytes;
@@ -110,7 +110,7 @@ fn peak(rank: &RunReport, alive: Option<(std::path::PathBuf, Vec<SiteBytes>)>) -
     };
     let total = rank.summary.device_total_bytes;
     let held = reserved.unwrap_or(allocated);
-    let share = total.filter(|&t| t > 0).map(|t| held as f64 / t as f64);
+    let share = share_of(held, total);
     let severity = if share.is_some_and(|s| s >= NEAR_FULL_SHARE) {
         Severity::Medium
     } else {
@@ -307,10 +307,6 @@ fn spread(run: &RunInputs) -> Option<Finding> {
         next: String::new(),
         anchor: Anchor::Memory,
     })
-}
-
-fn share_of(bytes: u64, total: Option<u64>) -> Option<f64> {
-    total.filter(|&t| t > 0).map(|t| bytes as f64 / t as f64)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -201,6 +201,19 @@ pub fn diagnose(run: &RunInputs) -> Diagnosis {
     }
 }
 
+/// `part` as a share (0–1) of `whole`; `None` when the whole is unknown or 0.
+fn share_of(part: u64, whole: Option<u64>) -> Option<f64> {
+    whole.filter(|&w| w > 0).map(|w| part as f64 / w as f64)
+}
+
+/// The file name of `path`, for a sentence (the path itself when it has none).
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
 fn unreadable(u: &Unreadable) -> Finding {
     use self::evidence::Evidence;
     use self::finding::{Anchor, FindingKind, Severity, Stake};

@@ -2,7 +2,7 @@
 
 use super::evidence::Evidence;
 use super::finding::{Anchor, Finding, FindingKind, FindingSource, Severity, Stake};
-use super::RunInputs;
+use super::{file_name, RunInputs};
 
 /// Kernels kept as evidence.
 const TOP: usize = 5;
@@ -17,10 +17,7 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
                 .take(TOP)
                 .map(|k| (k.name.clone(), k.time.total_us, k.time.time_percent))
                 .collect();
-            let name = report.path.file_name().map_or_else(
-                || report.path.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
+            let name = file_name(&report.path);
             let summary = match top.first() {
                 Some((kernel, _, percent)) => format!(
                     "Nsight export {name}: {} kernels; {kernel} takes the most GPU time \

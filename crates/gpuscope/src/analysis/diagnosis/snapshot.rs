@@ -7,9 +7,10 @@ use std::path::Path;
 
 use super::evidence::Evidence;
 use super::finding::{Anchor, Finding, FindingKind, FindingSource, Severity, Stake};
-use super::RunInputs;
+use super::{file_name, share_of, RunInputs};
 use crate::analysis::snapshot::sites::SiteBytes;
 use crate::analysis::snapshot::SnapshotReport;
+use crate::model::memory::percent;
 use crate::model::oom::OomEvent;
 use crate::model::units::human_bytes;
 
@@ -117,10 +118,7 @@ fn oom(run: &RunInputs, rank: u32, event: &OomEvent) -> Finding {
         summary,
         stake: Stake::Bytes {
             value: requested,
-            share: event
-                .device_total_bytes
-                .filter(|&t| t > 0)
-                .map(|t| requested as f64 / t as f64),
+            share: share_of(requested, event.device_total_bytes),
         },
         evidence: Evidence::Oom {
             event: event.clone(),
@@ -144,7 +142,7 @@ fn alive_at_peak(report: &SnapshotReport) -> Option<Finding> {
             "; the largest call site is {} ({}, {:.0} %)",
             s.site,
             human_bytes(s.bytes),
-            share(s.bytes, alive.bytes) * 100.0
+            percent(s.bytes, alive.bytes)
         )
     });
     Some(Finding {
@@ -197,7 +195,7 @@ fn never_freed(report: &SnapshotReport) -> Option<Finding> {
         ),
         stake: Stake::Bytes {
             value: bytes,
-            share: Some(share(bytes, report.stats.total.reserved_bytes)),
+            share: share_of(bytes, Some(report.stats.total.reserved_bytes)),
         },
         evidence: Evidence::NeverFreed {
             snapshot: report.path.clone(),
@@ -210,19 +208,4 @@ fn never_freed(report: &SnapshotReport) -> Option<Finding> {
         ),
         anchor: Anchor::Snapshot,
     })
-}
-
-fn share(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 / whole as f64
-    }
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
 }

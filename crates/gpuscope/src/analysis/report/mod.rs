@@ -138,12 +138,13 @@ fn run_report(path: &std::path::Path, rank: &RankRecords) -> Option<RunReport> {
     let losses = losses::analyze(&rank.records);
     let fragmentation = fragmentation(&rank.records, &rank.ooms);
     let host_memory = host_growth(&rank.records);
+    let summary = summarize(&rank.records)?;
     Some(RunReport {
         path: path.to_path_buf(),
         rank: rank.rank,
         files: rank.files.clone(),
-        summary: summarize(&rank.records)?,
-        oom_estimate: oom::estimate(&rank.records, &leak),
+        oom_estimate: oom::estimate(&rank.records, &leak, summary.device_total_bytes),
+        summary,
         leak,
         advice: advise(last, fragmentation.as_ref(), host_memory.as_ref()),
         fragmentation,

@@ -23,15 +23,16 @@ pub struct OomEstimate {
     pub iteration: i64,
 }
 
-/// The estimate for `records` (ordered by iteration) given their trends; `None` without
-/// the device's total or without sustained growth.
-pub fn estimate(records: &[MemoryRecord], leak: &LeakAnalysis) -> Option<OomEstimate> {
+/// The estimate for `records` (ordered by iteration) given their trends and the device's
+/// memory in total (the summary's); `None` without it or without sustained growth.
+pub fn estimate(
+    records: &[MemoryRecord],
+    leak: &LeakAnalysis,
+    device_total_bytes: Option<u64>,
+) -> Option<OomEstimate> {
     let last = records.last()?;
     let allocator = last.allocator.as_ref()?;
-    let total = records
-        .iter()
-        .rev()
-        .find_map(|r| r.allocator.as_ref()?.device_total_bytes)?;
+    let total = device_total_bytes?;
     let (series, current, trend) = [
         ("reserved", allocator.reserved_bytes),
         ("allocated", allocator.allocated_bytes),
