@@ -174,11 +174,13 @@ def norm_side(side: str, w: Workload, run_dir: str) -> tuple[Callable[[int], Any
         value = scope._gradients._pending["global_norm"]
         return lambda it: scope.record_gradients(it), value
     if side == "gps-clip":
-        # the global-only path keeps no norm, only the clipping factor: read back through
-        # a tiny max_norm on a profiler of its own (every call clips)
+        # the global-only path keeps no norm, only the clipping factor, summed on the
+        # device between records: read back through a tiny max_norm on a profiler of its
+        # own (every call clips; one call, so the sum is its factor)
         probe = profiler(w, os.path.join(run_dir, "probe"), every=10**9)
         probe.record_gradients(1, clip_max_norm=1e-12)
-        value = 1e-12 / probe._gradients._factors[-1]
+        assert probe._gradients._on_device is not None
+        value = 1e-12 / float(probe._gradients._on_device[1])
         probe.close()
         scope = profiler(w, run_dir, every=10**9)
         return lambda it: scope.record_gradients(it, clip_max_norm=1.0), value
