@@ -29,14 +29,19 @@ def _parameter_bytes(model: nn.Module) -> int:
     return sum(storages.values())
 
 
-def _fit_lightning(tmp_path: Path, accumulate: int = 1) -> tuple[Any, list[dict[str, float]]]:
+def _fit_lightning(
+    tmp_path: Path, accumulate: int = 1
+) -> tuple[Any, list[dict[str, float]], dict[int, float]]:
     """A small regressor trained by Lightning with gpuscope's callback (records every
-    ``EVERY`` steps into ``tmp_path / "run"``): the module, and every micro-batch's losses
-    as ``training_step`` computed them, in order."""
+    ``EVERY`` steps into ``tmp_path / "run"``): the module, every micro-batch's losses
+    as ``training_step`` computed them, in order, and the global gradient norm of each
+    optimizer step (by the ``global_step`` it ends with), measured by the module's own
+    ``on_before_optimizer_step`` with torch's ``get_total_norm``."""
     lightning = pytest.importorskip("lightning.pytorch")
     from gpuscope.integrations.lightning import GpuscopeCallback
 
     seen: list[dict[str, float]] = []
+    norms: dict[int, float] = {}
 
     class Regressor(lightning.LightningModule):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -50,6 +55,10 @@ def _fit_lightning(tmp_path: Path, accumulate: int = 1) -> tuple[Any, list[dict[
             loss = mse + l2
             seen.append({"total": loss.item(), "mse": mse.item(), "l2": l2.item()})
             return {"loss": loss, "mse": mse.detach(), "l2": l2.detach()}
+
+        def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+            grads = [p.grad for p in self.parameters() if p.grad is not None]
+            norms[self.trainer.global_step + 1] = float(torch.nn.utils.get_total_norm(grads))
 
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.Adam(self.parameters(), lr=1e-3)
@@ -70,11 +79,11 @@ def _fit_lightning(tmp_path: Path, accumulate: int = 1) -> tuple[Any, list[dict[
         callbacks=[GpuscopeCallback(tmp_path / "run", every=EVERY)],
     )
     trainer.fit(module, loader)
-    return module, seen
+    return module, seen, norms
 
 
 def test_lightning_callback(tmp_path: Path) -> None:
-    module, _ = _fit_lightning(tmp_path)
+    module, _, norms = _fit_lightning(tmp_path)
     run_dir = tmp_path / "run"
     records = _records(run_dir)
     # global_step counts optimizer steps: 1..STEPS after each batch.
@@ -88,6 +97,12 @@ def test_lightning_callback(tmp_path: Path) -> None:
             r["losses"]["mse"] + r["losses"]["l2"], rel=1e-5
         )
     assert set(records[0]["modules_bytes"]) == {"net"}
+    # Gradient flow with no code in the callback: the profiler's optimizer-step hook,
+    # inside Lightning's closure (after backward), measured each recorded step's gradients.
+    for r in records:
+        assert r["gradients"]["iteration"] == r["iteration"]
+        assert r["gradients"]["global_norm"] == pytest.approx(norms[r["iteration"]], rel=1e-5)
+        assert r["gradients"]["module_norms"].keys() == {"net"}
 
 
 def test_lightning_callback_with_gradient_accumulation(tmp_path: Path) -> None:
@@ -96,7 +111,7 @@ def test_lightning_callback_with_gradient_accumulation(tmp_path: Path) -> None:
     means over its four micro-batches, the total undivided (what ``training_step``
     returned, not Lightning's ``loss / 4``)."""
     accumulate = 4
-    _, seen = _fit_lightning(tmp_path, accumulate)
+    _, seen, norms = _fit_lightning(tmp_path, accumulate)
     run_dir = tmp_path / "run"
     assert len(seen) == STEPS * accumulate
     records = _records(run_dir)
@@ -109,6 +124,8 @@ def test_lightning_callback_with_gradient_accumulation(tmp_path: Path) -> None:
         assert r["losses"]["total"] == pytest.approx(
             r["losses"]["mse"] + r["losses"]["l2"], rel=1e-5
         )
+        # The accumulated gradients of the real step, measured once.
+        assert r["gradients"]["global_norm"] == pytest.approx(norms[r["iteration"]], rel=1e-5)
 
 
 def _train_huggingface(tmp_path: Path, logging_steps: int) -> tuple[Any, Any, Path]:
@@ -153,6 +170,11 @@ def _train_huggingface(tmp_path: Path, logging_steps: int) -> tuple[Any, Any, Pa
     return model, trainer, run_dir
 
 
+def _logged(trainer: Any, key: str) -> dict[int, float]:
+    """``{step: value}`` of ``key`` in the trainer's per-step logs."""
+    return {h["step"]: h[key] for h in trainer.state.log_history if key in h}
+
+
 def _logged_losses(trainer: Any) -> dict[int, dict[str, float]]:
     """The trainer's own record of the losses it logged: ``{step: {"total": loss}}`` for
     every ``trainer.state.log_history`` entry with a ``loss`` (the per-step logs, not the
@@ -179,6 +201,17 @@ def test_huggingface_trainer_callback(tmp_path: Path) -> None:
         r["iteration"]: logged.get(r["iteration"], {}) for r in records
     }
     assert {"bert", "classifier"} <= set(records[0]["modules_bytes"])
+    # Gradient flow with no code in the callback: the optimizer-step hook (through
+    # accelerate's wrapper) measures after the trainer's clipping to max_grad_norm=1,
+    # so the norm is the logged one (before clipping) brought down to 1.
+    norms = _logged(trainer, "grad_norm")
+    assert trainer.args.max_grad_norm == 1.0
+    for r in records:
+        assert r["gradients"]["iteration"] == r["iteration"]
+        if r["iteration"] in norms:
+            expected = min(norms[r["iteration"]], 1.0)
+            assert r["gradients"]["global_norm"] == pytest.approx(expected, rel=1e-4)
+    assert any(r["iteration"] in norms for r in records)
 
 
 def test_huggingface_last_step_without_a_log_has_no_loss(tmp_path: Path) -> None:

@@ -283,3 +283,46 @@ def test_the_hook_keeps_no_gradient_alive_after_zero_grad(tmp_path: Path) -> Non
         assert [g() for g in grads] == [None] * len(grads), it
         scope.step(it, losses={"mse": loss.detach()})
     scope.close()
+
+
+@pytest.mark.parametrize("kind", ["sgd", "lbfgs"])
+def test_a_closure_step_is_measured_after_its_backward(tmp_path: Path, kind: str) -> None:
+    """``optimizer.step(closure)`` runs forward and backward inside the step (LBFGS,
+    Lightning): the hook measures once the closure has run, the gradients of this
+    iteration, not the previous one's; LBFGS calls the closure several times a step and
+    is measured once, after the first. A NaN batch is reported at its iteration."""
+    model, sgd = setup()
+    opt: torch.optim.Optimizer = (
+        sgd if kind == "sgd" else torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=3)
+    )
+    firsts: dict[int, float] = {}
+    torch.manual_seed(1)
+    with (
+        pytest.warns(RuntimeWarning, match="non-finite values at iteration 7"),
+        gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=3) as scope,
+    ):
+        for it in range(9):
+            x = torch.randn(16, 8)
+            if it == 7:
+                x[0, 0] = float("nan")
+            parts: dict[str, torch.Tensor] = {}
+
+            def closure(it: int = it, x: torch.Tensor = x) -> torch.Tensor:
+                opt.zero_grad()
+                out = model(x)
+                parts["mse"] = out.pow(2).mean()
+                parts["mse"].backward()
+                firsts.setdefault(it, global_norm(model))
+                return parts["mse"]
+
+            if kind == "sgd":
+                opt.step(closure)
+            else:
+                opt.step(closure=closure)
+            scope.step(it, losses=parts)
+    got = records(tmp_path)
+    assert sorted(got) == [0, 3, 6]
+    for it in (0, 3, 6):
+        assert got[it]["gradients"]["iteration"] == it
+        assert got[it]["gradients"]["global_norm"] == pytest.approx(firsts[it], rel=1e-5)
+    assert [e["iteration"] for e in events(tmp_path)] == [7]

@@ -23,7 +23,7 @@ import numbers
 import os
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -403,12 +403,22 @@ class MemoryProfiler:
         profiler weakly: an optimizer copied or kept does not keep the profiler alive."""
         ref = weakref.ref(self)
 
-        def before(optimizer: Any, args: Any, kwargs: Any) -> None:
+        def measure() -> None:
             scope = ref()
             if scope is not None:
                 scope._guarded(
                     "measuring gradients at the optimizer step", scope._before_optimizer_step
                 )
+
+        def before(optimizer: Any, args: Any, kwargs: Any) -> Any:
+            # args starts with the optimizer itself: step(self, closure=None).
+            closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+            if closure is None:
+                measure()
+                return None
+            # step(closure) runs forward and backward inside the step (Lightning, LBFGS):
+            # the gradients are this iteration's only once the closure has run.
+            return _after_closure(args, kwargs, closure, measure)
 
         def after(optimizer: Any, args: Any, kwargs: Any) -> None:
             scope = ref()
@@ -704,6 +714,25 @@ class MemoryProfiler:
         beyond = heap - census_bytes
         self._floor = beyond if self._floor is None else min(self._floor, beyond)
         return beyond - self._floor
+
+
+def _after_closure(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    closure: Callable[[], Any],
+    then: Callable[[], None],
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The step's arguments (``args[0]`` is the optimizer) with ``closure`` replaced by
+    one that calls ``then`` after it (what a step pre-hook returns to change them)."""
+
+    def wrapped() -> Any:
+        result = closure()
+        then()
+        return result
+
+    if "closure" in kwargs:
+        return args, {**kwargs, "closure": wrapped}
+    return (args[0], wrapped, *args[2:]), kwargs
 
 
 def _optimizer_list(optimizer: Any) -> list[Any]:
