@@ -285,6 +285,37 @@ def test_the_hook_keeps_no_gradient_alive_after_zero_grad(tmp_path: Path) -> Non
     scope.close()
 
 
+def train_with_closure(
+    model: nn.Module, opt: torch.optim.Optimizer, scope: gpuscope.MemoryProfiler, positional: bool
+) -> dict[int, float]:
+    """Nine iterations of ``opt.step(closure)`` (the closure passed by position or by
+    name), a NaN in iteration 7's batch; returns the global gradient norm after each
+    iteration's first backward."""
+    firsts: dict[int, float] = {}
+    torch.manual_seed(1)
+    for it in range(9):
+        x = torch.randn(16, 8)
+        if it == 7:
+            x[0, 0] = float("nan")
+        parts: dict[str, torch.Tensor] = {}
+
+        def closure(
+            it: int = it, x: torch.Tensor = x, parts: dict[str, torch.Tensor] = parts
+        ) -> torch.Tensor:
+            opt.zero_grad()
+            parts["mse"] = model(x).pow(2).mean()
+            parts["mse"].backward()
+            firsts.setdefault(it, global_norm(model))
+            return parts["mse"]
+
+        if positional:
+            opt.step(closure)
+        else:
+            opt.step(closure=closure)
+        scope.step(it, losses=parts)
+    return firsts
+
+
 @pytest.mark.parametrize("kind", ["sgd", "lbfgs"])
 def test_a_closure_step_is_measured_after_its_backward(tmp_path: Path, kind: str) -> None:
     """``optimizer.step(closure)`` runs forward and backward inside the step (LBFGS,
@@ -295,31 +326,9 @@ def test_a_closure_step_is_measured_after_its_backward(tmp_path: Path, kind: str
     opt: torch.optim.Optimizer = (
         sgd if kind == "sgd" else torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=3)
     )
-    firsts: dict[int, float] = {}
-    torch.manual_seed(1)
-    with (
-        pytest.warns(RuntimeWarning, match="non-finite values at iteration 7"),
-        gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=3) as scope,
-    ):
-        for it in range(9):
-            x = torch.randn(16, 8)
-            if it == 7:
-                x[0, 0] = float("nan")
-            parts: dict[str, torch.Tensor] = {}
-
-            def closure(it: int = it, x: torch.Tensor = x) -> torch.Tensor:
-                opt.zero_grad()
-                out = model(x)
-                parts["mse"] = out.pow(2).mean()
-                parts["mse"].backward()
-                firsts.setdefault(it, global_norm(model))
-                return parts["mse"]
-
-            if kind == "sgd":
-                opt.step(closure)
-            else:
-                opt.step(closure=closure)
-            scope.step(it, losses=parts)
+    scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=3)
+    with pytest.warns(RuntimeWarning, match="non-finite values at iteration 7"), scope:
+        firsts = train_with_closure(model, opt, scope, positional=kind == "sgd")
     got = records(tmp_path)
     assert sorted(got) == [0, 3, 6]
     for it in (0, 3, 6):
