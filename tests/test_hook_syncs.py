@@ -154,3 +154,55 @@ def test_recording_iterations_may_read_values(
         )
     assert hooked >= baseline
     assert automatic >= baseline
+
+
+def norm_passes_between_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, explicit: bool, clip: bool
+) -> int:
+    """``torch._foreach_norm`` calls (each a pass over every gradient) on iterations not
+    due for a record, in the loop with the explicit calls or zero-touch, with or without
+    torch's ``clip_grad_norm_`` (in place) between ``record_gradients`` and
+    ``check_finite``. Counted by wrapping the function, not in a dispatch mode: under one,
+    in-place operations do not bump a tensor's version counter."""
+    model, opt = model_and_optimizer()
+    scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=EVERY)
+    x, y = torch.randn(32, 16), torch.randn(32, 4)
+    real = torch._foreach_norm
+    calls = 0
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return real(*args, **kwargs)
+
+    with scope:
+        for it in [0, *ITERATIONS]:
+            if it == ITERATIONS.start:
+                monkeypatch.setattr(torch, "_foreach_norm", counting)
+            opt.zero_grad()
+            loss = (model(x) - y).pow(2).mean()
+            loss.backward()
+            if explicit:
+                scope.record_gradients(it, clip_max_norm=1.0)
+            if clip:
+                nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if explicit:
+                scope.check_finite(it, loss=loss)
+            opt.step()
+            scope.step(it, loss=loss)
+    monkeypatch.setattr(torch, "_foreach_norm", real)
+    return calls
+
+
+@pytest.mark.parametrize("explicit", [True, False])
+def test_one_pass_of_gradient_norms_per_iteration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, explicit: bool
+) -> None:
+    """The clipping count and the non-finite check share one ``_foreach_norm`` over the
+    gradients (the zero-touch hook takes one as well). Clipping in place between the two
+    explicit calls changes the gradients: the check then takes a pass of its own (the
+    shared norms would be stale); clip_grad_norm_ takes one too."""
+    n = len(ITERATIONS)
+    assert norm_passes_between_records(tmp_path / "a", monkeypatch, explicit, clip=False) == n
+    clipped = norm_passes_between_records(tmp_path / "b", monkeypatch, explicit, clip=True)
+    assert clipped == (3 if explicit else 2) * n

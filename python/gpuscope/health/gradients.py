@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from gpuscope.health.norms import GradientNorms
 from gpuscope.names import module_of, named_parameters
 
 __all__ = ["GradientFlow"]
@@ -45,8 +46,10 @@ class GradientFlow:
         optimizer: torch.optim.Optimizer | None,
         module_depth: int,
         update_ratio: bool = False,
+        norms: GradientNorms | None = None,
     ) -> None:
         self.model = model
+        self.norms = norms or GradientNorms()
         self.update_ratio = update_ratio
         # (module of each parameter, the parameters, their values before the step).
         self._before: tuple[list[str], list[torch.Tensor], list[torch.Tensor]] | None = None
@@ -72,7 +75,7 @@ class GradientFlow:
             norms: list[float] = []
             global_norm = 0.0
         elif full:
-            norms = [float(x) for x in torch.stack(torch._foreach_norm(grads)).tolist()]
+            norms = [float(x) for x in torch.stack(self.norms.of(grads)).tolist()]
             global_norm = _combined(norms)
         else:
             # The global norm alone, compared with the clipping threshold on the device.
@@ -118,7 +121,7 @@ class GradientFlow:
 
     def _count_clipping(self, grads: list[torch.Tensor], clip_max_norm: float) -> None:
         """Adds this call's clipping to the device counters, reading nothing."""
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)).double())
+        norm = torch.linalg.vector_norm(torch.stack(self.norms.of(grads)).double())
         clipped = norm > clip_max_norm
         if self._on_device is None:
             zero = torch.zeros((), dtype=torch.float64, device=norm.device)

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import torch
 
 from gpuscope._warnings import warn_user
+from gpuscope.health.norms import GradientNorms
 from gpuscope.names import module_names, named_parameters
 
 __all__ = ["NonfiniteCheck", "NonfiniteError", "NonfiniteFinding", "find_nonfinite"]
@@ -182,6 +183,7 @@ class NonfiniteCheck:
         history: int,
         write: Callable[[dict[str, Any], bool], Path | None],
         rank: int,
+        norms: GradientNorms | None = None,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"on_nonfinite must be one of {POLICIES}, not {policy!r}")
@@ -189,6 +191,7 @@ class NonfiniteCheck:
             raise ValueError(f"nonfinite_history must be >= 0, not {history}")
         self.model = model
         self.optimizer = optimizer
+        self.norms = norms or GradientNorms()
         self.policy = policy
         self.write = write
         self.rank = rank
@@ -228,9 +231,7 @@ class NonfiniteCheck:
         if not grads:
             return grads, None
         device = grads[0][1].device
-        norms = torch.stack(
-            [n.to(device) for n in torch._foreach_norm([g for _, g in grads])]
-        ).float()
+        norms = torch.stack([n.to(device) for n in self.norms.of([g for _, g in grads])]).float()
         if not keep:
             grads = [(n, torch.empty(0, device=g.device, dtype=g.dtype)) for n, g in grads]
         return grads, norms

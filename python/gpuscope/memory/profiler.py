@@ -35,6 +35,7 @@ from gpuscope._run_dir import default_run_dir
 from gpuscope._warnings import warn_user
 from gpuscope.health.gradients import GradientFlow
 from gpuscope.health.nonfinite import NonfiniteCheck, Policy
+from gpuscope.health.norms import GradientNorms
 from gpuscope.health.sections import Section, Sections
 from gpuscope.memory.allocator import allocator_stats
 from gpuscope.memory.autocast import AutocastWatch
@@ -141,11 +142,19 @@ class MemoryProfiler:
         self._sections = Sections(
             self.device, lambda: self._take_census().total, self._section_failed
         )
-        self._gradients = GradientFlow(model, combined, module_depth, update_ratio)
+        # One pass of per-gradient norms an iteration, for the gradient flow and the check.
+        self._norms = GradientNorms()
+        self._gradients = GradientFlow(model, combined, module_depth, update_ratio, self._norms)
         self._autocast = AutocastWatch(model if self.enabled else None, self.device.type)
         self._sections.measure_memory = self.schedule.due(0)
         self._nonfinite = NonfiniteCheck(
-            model, combined, on_nonfinite, nonfinite_history, self._write_nonfinite, self.rank
+            model,
+            combined,
+            on_nonfinite,
+            nonfinite_history,
+            self._write_nonfinite,
+            self.rank,
+            self._norms,
         )
         # Zero-touch: hooks on every optimizer's step measure the gradients and check
         # them without a call in the loop (see _before_optimizer_step).
@@ -199,6 +208,7 @@ class MemoryProfiler:
         self._hook_ran = self._gradients_by_hook = self._gradients_explicit = False
         self._finite_explicit = False
         self._stepped.clear()
+        self._norms.forget()
         if self.schedule.due(iteration):
             self.record(iteration, losses, loss)
         if iteration in self.snapshot_at:
