@@ -16,12 +16,16 @@ and module depths count the user's components only.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Iterable
+from typing import Any, ClassVar, Protocol
 
 import torch
 
 __all__ = [
     "ROOT",
+    "ParameterList",
+    "Registrations",
     "module_names",
     "module_of",
     "named_buffers",
@@ -89,3 +93,67 @@ def module_of(name: str, depth: int) -> str:
     ``depth`` components (``layers.3.attn.weight`` at depth 2 is ``layers.3``)."""
     parts = name.split(".")[:-1][:depth]
     return ".".join(parts) if parts else ROOT
+
+
+class KeepsLists(Protocol):
+    def forget_lists(self) -> None: ...
+
+
+class Registrations:
+    """Counts parameter, buffer and submodule registrations anywhere in the process, so
+    whoever keeps a model's lists of parameters and buffers knows when they may be out of
+    date — and drops those lists at once, so that a parameter being replaced
+    (densification) is not kept alive by gpuscope until the lists are next used."""
+
+    count = 0
+    hooked = False
+    takers: ClassVar[weakref.WeakSet[Any]] = weakref.WeakSet()
+
+    @classmethod
+    def watch(cls, taker: KeepsLists) -> None:
+        """Calls ``taker.forget_lists()`` at every registration from now on."""
+        cls.install()
+        cls.takers.add(taker)
+
+    @classmethod
+    def install(cls) -> None:
+        if cls.hooked:
+            return
+        hooks = torch.nn.modules.module
+        for name in (
+            "register_module_parameter_registration_hook",
+            "register_module_buffer_registration_hook",
+            "register_module_module_registration_hook",
+        ):
+            register = getattr(hooks, name, None)
+            if register is None:  # an older torch: the lists are taken at every use
+                return
+            register(cls._bump)
+        cls.hooked = True
+
+    @classmethod
+    def _bump(cls, *_: Any) -> None:
+        cls.count += 1
+        for taker in cls.takers:
+            taker.forget_lists()
+
+
+class ParameterList:
+    """:func:`named_parameters` of ``model``, kept between calls (the per-iteration hooks
+    would otherwise walk the module tree every iteration) and taken again after any
+    registration (:class:`Registrations`)."""
+
+    def __init__(self, model: torch.nn.Module | None) -> None:
+        self.model = model
+        self._named: list[tuple[str, torch.Tensor]] | None = None
+        Registrations.watch(self)
+
+    def get(self) -> list[tuple[str, torch.Tensor]]:
+        if self.model is None:
+            return []
+        if self._named is None or not Registrations.hooked:
+            self._named = named_parameters(self.model)
+        return self._named
+
+    def forget_lists(self) -> None:
+        self._named = None

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from gpuscope.health.norms import GradientNorms
-from gpuscope.names import module_of, named_parameters
+from gpuscope.names import ParameterList, module_of
 
 __all__ = ["GradientFlow"]
 
@@ -49,6 +49,7 @@ class GradientFlow:
         norms: GradientNorms | None = None,
     ) -> None:
         self.model = model
+        self._parameters = ParameterList(model)
         self.norms = norms or GradientNorms()
         self.update_ratio = update_ratio
         # (module of each parameter, the parameters, their values before the step).
@@ -67,7 +68,7 @@ class GradientFlow:
         the clipping count is kept, which needs the global norm alone)."""
         if self.model is None:
             return
-        named = [(n, p) for n, p in named_parameters(self.model) if p.requires_grad]
+        named = [(n, p) for n, p in self._parameters.get() if p.requires_grad]
         with_grad = [(n, p) for n, p in named if p.grad is not None]
         grads = [p.grad for _, p in with_grad if p.grad is not None]
         self._measured += 1

@@ -32,7 +32,7 @@ import torch
 
 from gpuscope._warnings import warn_user
 from gpuscope.health.norms import GradientNorms
-from gpuscope.names import module_names, named_parameters
+from gpuscope.names import ParameterList, module_names
 
 __all__ = ["NonfiniteCheck", "NonfiniteError", "NonfiniteFinding", "find_nonfinite"]
 
@@ -101,7 +101,6 @@ class _Interval:
         self.run = run.to(device) if run is not None else zero  # consecutive non-finite checks
         self.first_run = zero.clone()
         self.first_norms = torch.zeros(len(parameters), dtype=torch.float32, device=device)
-        self.first_total = torch.zeros((), dtype=torch.float32, device=device)
         self.since_read = 0  # checks since the last read
 
     def add(
@@ -121,23 +120,21 @@ class _Interval:
                 ),
             ]
         )
-        total = (
-            torch.linalg.vector_norm(norms)
-            if norms.numel()
-            else torch.zeros((), dtype=torch.float32, device=self.device)
-        )
-        bad = ~(torch.isfinite(row[1:]).all() & torch.isfinite(total))
+        # A NaN or an infinity anywhere makes the sums non-finite (the iteration in
+        # column 0 is finite); the norms are summed at the ring's precision (float64 but
+        # on MPS), where they cannot overflow.
+        total = row.sum() + norms.sum(dtype=row.dtype)
+        bad = ~torch.isfinite(total)
         frozen = self.first >= 0
         first_now = bad & ~frozen
         slot = self.ring[self.checks % self.rows]
         slot.copy_(torch.where(frozen, slot, row))
         self.first = torch.where(first_now, self.checks, self.first)
         self.bad.add_(bad)
-        self.run = torch.where(bad, self.run + 1, 0)
+        self.run.add_(1).mul_(bad)  # the streak: +1, or back to 0 on a finite check
         self.first_run = torch.where(first_now, self.run, self.first_run)
         if norms.numel():
             self.first_norms = torch.where(first_now, norms, self.first_norms)
-            self.first_total = torch.where(first_now, total, self.first_total)
         self.checks += 1
         self.since_read += 1
         return bad
@@ -147,13 +144,14 @@ class _Interval:
         global norm, its per-parameter norms, the ring's rows): the one read, at record
         time. The ring takes rows again afterwards."""
         state = torch.stack([self.first, self.bad, self.first_run]).tolist()
-        figures = torch.cat([self.first_total.reshape(1), self.first_norms]).double().tolist()
+        norms = self.first_norms.double().tolist()
         rows = self.ring.double().tolist()
         first, bad, run = (int(x) for x in state)
         self.first.fill_(-1)
         self.bad.zero_()
         self.since_read = 0
-        return first, bad, run, figures[0], figures[1:], rows
+        # The global norm from the per-parameter ones (NaN and inf carry through).
+        return first, bad, run, math.sqrt(sum(n * n for n in norms)), norms, rows
 
     def history(self, check: int, rows: list[list[float]]) -> list[tuple[int, list[float]]]:
         """(iteration, component values) of ``check`` and of the checks before it that
@@ -191,6 +189,9 @@ class NonfiniteCheck:
             raise ValueError(f"nonfinite_history must be >= 0, not {history}")
         self.model = model
         self.optimizer = optimizer
+        self._model_parameters = ParameterList(model)
+        self._parameters_key: tuple[Any, ...] | None = None
+        self._all_parameters: list[tuple[str, torch.Tensor]] = []
         self.norms = norms or GradientNorms()
         self.policy = policy
         self.write = write
@@ -205,15 +206,21 @@ class NonfiniteCheck:
 
     def _parameters(self) -> list[tuple[str, torch.Tensor]]:
         """The model's parameters by name, then those only the optimizer holds (a learned
-        temperature beside the model), named by their group and place in it."""
-        named = named_parameters(self.model) if self.model is not None else []
+        temperature beside the model), named by their group and place in it. Kept while
+        the model's list and the optimizer's groups stay the same."""
+        model = self._model_parameters.get()
+        groups = self.optimizer.param_groups if self.optimizer is not None else []
+        key = (id(model), tuple((id(g["params"]), len(g["params"])) for g in groups))
+        if key == self._parameters_key:
+            return self._all_parameters
+        named = list(model)
         seen = {id(p) for _, p in named}
-        if self.optimizer is not None:
-            for g, group in enumerate(self.optimizer.param_groups):
-                for k, p in enumerate(group["params"]):
-                    if id(p) not in seen:
-                        seen.add(id(p))
-                        named.append((f"optimizer.param_groups[{g}][{k}]", p))
+        for g, group in enumerate(groups):
+            for k, p in enumerate(group["params"]):
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    named.append((f"optimizer.param_groups[{g}][{k}]", p))
+        self._parameters_key, self._all_parameters = key, named
         return named
 
     def _gradients(self) -> list[tuple[str, torch.Tensor]]:
@@ -226,14 +233,20 @@ class NonfiniteCheck:
         on the device: nothing is read), for a :meth:`check` made later. Without ``keep``
         each gradient is stood in for by an empty tensor on its device, so that holding
         the result until the check keeps no gradient's memory alive (the optimizer-step
-        hook holds it across ``zero_grad()`` and maybe the next forward)."""
+        hook holds it across ``zero_grad()`` and maybe the next forward; a check uses
+        only the names and the first one's device)."""
         grads = self._gradients()
         if not grads:
             return grads, None
         device = grads[0][1].device
-        norms = torch.stack([n.to(device) for n in self.norms.of([g for _, g in grads])]).float()
+        per_tensor = self.norms.of([g for _, g in grads])
+        try:
+            norms = torch.stack(per_tensor).float()
+        except RuntimeError:  # gradients on several devices (pipeline stages)
+            norms = torch.stack([n.to(device) for n in per_tensor]).float()
         if not keep:
-            grads = [(n, torch.empty(0, device=g.device, dtype=g.dtype)) for n, g in grads]
+            stand_in = torch.empty(0, device=device)
+            grads = [(n, stand_in) for n, _ in grads]
         return grads, norms
 
     def drop_if_nonfinite(self, norms: torch.Tensor | None) -> None:

@@ -22,53 +22,19 @@ checks at every record while any is left.
 from __future__ import annotations
 
 import gc
-import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
 from gpuscope import _native
-from gpuscope.names import module_of, named_buffers, named_parameters, unwrap
+from gpuscope.names import Registrations, module_of, named_buffers, named_parameters, unwrap
 
 __all__ = ["Census", "CensusTaker", "Counted", "scan_heap", "state_tensors"]
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "buffers")
 StorageKey = tuple[torch.device, int]
-
-
-class _Registrations:
-    """Counts parameter, buffer and submodule registrations anywhere in the process, so a
-    census knows when its cached lists of parameters and buffers may be out of date — and
-    drops those lists at once, so that a parameter being replaced (densification) is not
-    kept alive by gpuscope until the next record."""
-
-    count = 0
-    hooked = False
-    takers: ClassVar[weakref.WeakSet[CensusTaker]] = weakref.WeakSet()
-
-    @classmethod
-    def install(cls) -> None:
-        if cls.hooked:
-            return
-        hooks = torch.nn.modules.module
-        for name in (
-            "register_module_parameter_registration_hook",
-            "register_module_buffer_registration_hook",
-            "register_module_module_registration_hook",
-        ):
-            register = getattr(hooks, name, None)
-            if register is None:  # an older torch: the lists are taken at every record
-                return
-            register(cls._bump)
-        cls.hooked = True
-
-    @classmethod
-    def _bump(cls, *_: Any) -> None:
-        cls.count += 1
-        for taker in cls.takers:
-            taker.forget_lists()
 
 
 @dataclass(slots=True)
@@ -159,8 +125,7 @@ class CensusTaker:
         optimizer: torch.optim.Optimizer | None,
         module_depth: int = 1,
     ) -> None:
-        _Registrations.install()
-        _Registrations.takers.add(self)
+        Registrations.watch(self)
         self.model = unwrap(model)
         self.optimizer = optimizer
         self.module_depth = module_depth
@@ -208,8 +173,8 @@ class CensusTaker:
             params = (p for g in groups for p in g["params"])
             self._params = [(f"param{i}", p) for i, p in enumerate(params)]
             self._unfiltered = True
-        elif not (_Registrations.hooked and self._registrations == _Registrations.count):
-            self._registrations = _Registrations.count
+        elif not (Registrations.hooked and self._registrations == Registrations.count):
+            self._registrations = Registrations.count
             self._params = named_parameters(self.model)
             self._buffers = named_buffers(self.model)
             self._unfiltered = True
