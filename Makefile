@@ -20,6 +20,7 @@ $(STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps HolisticTraceAnalysis==0.5.0
 	rm -f $(VENV)/.installed-* && touch $@
 
 setup: $(STAMP) ## create .venv with torch, tensorboard, maturin, pytest (once)

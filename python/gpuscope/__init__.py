@@ -31,20 +31,23 @@ if TYPE_CHECKING:
     from gpuscope.health.nonfinite import NonfiniteError, NonfiniteFinding, find_nonfinite
     from gpuscope.memory import MemoryProfiler, Schedule
     from gpuscope.memory.snapshots import oom_guard
+    from gpuscope.notebook import TraceAnalysis
 
-# Names whose modules need torch, imported on first access (PEP 562).
-_NEEDS_TORCH = {
+# Names whose modules need torch (or pandas), imported on first access (PEP 562).
+_LAZY = {
     "MemoryProfiler": "gpuscope.memory",
     "Schedule": "gpuscope.memory",
     "oom_guard": "gpuscope.memory.snapshots",
     "NonfiniteError": "gpuscope.health.nonfinite",
     "NonfiniteFinding": "gpuscope.health.nonfinite",
     "find_nonfinite": "gpuscope.health.nonfinite",
+    # pandas, not torch, but imported on first use all the same.
+    "TraceAnalysis": "gpuscope.notebook",
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _NEEDS_TORCH.get(name)
+    module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gpuscope' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -66,6 +69,7 @@ __all__ = [
     "ProfilingConfig",
     "Schedule",
     "TagSeries",
+    "TraceAnalysis",
     "WriterError",
     "__version__",
     "add_argparse_flags",

@@ -12,11 +12,13 @@ from gpuscope._types import EventData
 __all__ = [
     "MAX_HISTOGRAM_BINS",
     "RUN_DIR_VAR",
+    "STEP_CATEGORIES",
     "BadInputError",
     "EventWriter",
     "GpuscopeError",
     "ProcessSampler",
     "RunWriter",
+    "TraceSet",
     "WriterError",
     "__version__",
     "analyze_snapshot",
@@ -34,6 +36,8 @@ __version__: str
 MAX_HISTOGRAM_BINS: int
 """The most equal-width buckets ``EventWriter.add_histogram`` writes (``bins=``)."""
 RUN_DIR_VAR: str
+STEP_CATEGORIES: list[str]
+"""The step overview's categories, in the order of its ``breakdown_us``."""
 """The environment variable through which ``gpuscope run`` names the run directory."""
 
 class GpuscopeError(Exception):
@@ -165,6 +169,34 @@ def summarize_trace(
 
 def analyze_trace(path: str | PathLike[str]) -> dict[str, Any]:
     """The ``gpuscope trace --format json`` document of the trace(s) at ``path``."""
+
+@final
+class TraceSet:
+    """Traces loaded once and asked one question at a time (``gpuscope.TraceAnalysis``):
+    each method returns plain columns. Rank ``k`` is the ``k``-th trace, in rank order."""
+
+    def __new__(
+        cls,
+        paths: Sequence[str | PathLike[str]],
+        ranks: Sequence[int] | None = None,
+        hta_clock: bool = True,
+        last_step: bool = False,
+    ) -> TraceSet: ...
+    @property
+    def ranks(self) -> list[int]: ...
+    @property
+    def paths(self) -> list[str]: ...
+    def profiler_steps(self) -> list[list[int]]: ...
+    def temporal(self) -> list[dict[str, float] | None]: ...
+    def kernel_types(self, memory: bool) -> list[list[dict[str, Any]]]: ...
+    def kernels(self, memory: bool) -> list[dict[str, list[Any]]]: ...
+    def comm_comp_overlap(self) -> list[float | None]: ...
+    def idle(self, k: int, kernel_wait_us: int) -> dict[str, list[Any]]: ...
+    def queue(self, k: int) -> dict[str, list[Any]]: ...
+    def bandwidth(self, k: int) -> dict[str, list[Any]]: ...
+    def launches(self, k: int, memory: bool) -> dict[str, list[Any]]: ...
+    def id_ranges(self, k: int) -> dict[str, tuple[int, int]]: ...
+    def document(self) -> dict[str, Any]: ...
 
 def analyze_snapshot(
     source: str | PathLike[str] | bytes,

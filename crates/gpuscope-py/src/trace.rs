@@ -5,8 +5,21 @@ use std::path::{Path, PathBuf};
 
 use pyo3::prelude::*;
 
+use serde::Serialize;
+
+use gpuscope::analysis::trace::kernel_type::KernelType;
+use gpuscope::analysis::trace::kernels::type_breakdown_of;
+use gpuscope::analysis::trace::launches::launches;
+use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;
+use gpuscope::analysis::trace::rows;
+use gpuscope::analysis::trace::scope::{scope_with, Scope};
+use gpuscope::analysis::trace::steps::Category;
+use gpuscope::analysis::trace::temporal::temporal;
+use gpuscope::model::trace::Kind;
 use gpuscope::render::trace as render;
-use gpuscope::{analyze_traces, load_traces, write_file, Clock, Format, Render, TraceAnalysis};
+use gpuscope::{
+    analyze_traces, load_traces, write_file, Clock, Format, Render, TraceAnalysis, TraceFile,
+};
 
 use crate::error::IntoPy;
 
@@ -46,7 +59,219 @@ fn analyze_trace(py: Python<'_>, path: PathBuf) -> PyResult<Py<PyAny>> {
     Ok(pythonize::pythonize(py, &render::document(&analysis))?.unbind())
 }
 
+/// Traces loaded once and asked one question at a time, for `gpuscope.TraceAnalysis`:
+/// each method returns plain columns (lists) that the Python side hands to pandas in one
+/// piece. Rank `k` is the `k`-th trace, in rank order.
+#[pyclass(name = "TraceSet", module = "gpuscope._native", frozen)]
+pub struct TraceSet {
+    traces: Vec<TraceFile>,
+    scopes: Vec<Scope>,
+    clock: Clock,
+    /// The earliest start of any event of any trace, ns: times are counted from it.
+    origin: i64,
+}
+
+impl TraceSet {
+    fn at(&self, k: usize) -> PyResult<(&TraceFile, &Scope)> {
+        match (self.traces.get(k), self.scopes.get(k)) {
+            (Some(t), Some(s)) => Ok((t, s)),
+            _ => Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "no trace {k}: {} loaded",
+                self.traces.len()
+            ))),
+        }
+    }
+
+    /// `f` of each trace, in order, as Python objects.
+    fn each<T: Serialize + Send>(
+        &self,
+        py: Python<'_>,
+        f: impl Fn(&TraceFile, &Scope) -> T + Sync,
+    ) -> PyResult<Py<PyAny>> {
+        let out: Vec<T> = py.detach(|| {
+            self.traces
+                .iter()
+                .zip(&self.scopes)
+                .map(|(t, s)| f(t, s))
+                .collect()
+        });
+        Ok(pythonize::pythonize(py, &out)?.unbind())
+    }
+
+    /// `f` of trace `k`, as a Python object.
+    fn one<T: Serialize + Send>(
+        &self,
+        py: Python<'_>,
+        k: usize,
+        f: impl Fn(&TraceFile, &Scope) -> T + Sync,
+    ) -> PyResult<Py<PyAny>> {
+        let (t, s) = self.at(k)?;
+        let out = py.detach(|| f(t, s));
+        Ok(pythonize::pythonize(py, &out)?.unbind())
+    }
+}
+
+/// Where a trace set's ranks came from and each trace's rank, as `ranks` sets it.
+fn with_ranks(mut traces: Vec<TraceFile>, ranks: Option<Vec<u32>>) -> Vec<TraceFile> {
+    if let Some(ranks) = ranks {
+        for (t, r) in traces.iter_mut().zip(ranks) {
+            t.trace.rank = r;
+        }
+    }
+    traces.sort_by_key(|t| t.trace.rank);
+    traces
+}
+
+#[pymethods]
+impl TraceSet {
+    /// Loads `paths` (files, or one directory of traces); `ranks` gives each file's rank
+    /// (else the trace's own); `hta_clock` takes times as HTA 0.5 rounds them;
+    /// `last_step` keeps the last profiler step, which is otherwise left out.
+    #[new]
+    #[pyo3(signature = (paths, ranks=None, hta_clock=true, last_step=false))]
+    fn new(
+        py: Python<'_>,
+        paths: Vec<PathBuf>,
+        ranks: Option<Vec<u32>>,
+        hta_clock: bool,
+        last_step: bool,
+    ) -> PyResult<Self> {
+        if ranks.as_ref().is_some_and(|r| r.len() != paths.len()) {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "ranks must give one rank per path",
+            ));
+        }
+        let clock = if hta_clock {
+            Clock::HtaRounded
+        } else {
+            Clock::Exact
+        };
+        py.detach(|| -> gpuscope::Result<Self> {
+            let mut traces = Vec::new();
+            for path in &paths {
+                traces.extend(load_traces(path, &mut |_, _| {})?.traces);
+            }
+            let traces = with_ranks(traces, ranks);
+            let scopes: Vec<Scope> = traces
+                .iter()
+                .map(|t| scope_with(&t.trace, clock, last_step))
+                .collect();
+            let origin = traces
+                .iter()
+                .zip(&scopes)
+                .flat_map(|(t, s)| {
+                    let e = &t.trace.events;
+                    (0..e.len())
+                        // As HTA: the allocator's instants and the profiler's own span
+                        // do not count.
+                        .filter(|&i| !matches!(e.kind[i], Kind::Memory | Kind::ProfilerSpan))
+                        .map(move |i| s.interval(&t.trace, i).0)
+                })
+                .min()
+                .unwrap_or(0);
+            Ok(TraceSet {
+                traces,
+                scopes,
+                clock,
+                origin,
+            })
+        })
+        .py_err()
+    }
+
+    /// Each trace's rank.
+    #[getter]
+    fn ranks(&self) -> Vec<u32> {
+        self.traces.iter().map(|t| t.trace.rank).collect()
+    }
+
+    /// Each trace's file.
+    #[getter]
+    fn paths(&self) -> Vec<PathBuf> {
+        self.traces.iter().map(|t| t.path.clone()).collect()
+    }
+
+    /// Each trace's profiler step numbers, the last left out when it was.
+    fn profiler_steps(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.each(py, |t, s| rows::profiler_steps(&t.trace, s))
+    }
+
+    /// Each trace's temporal breakdown (`None` without GPU work).
+    fn temporal(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.each(py, |t, s| temporal(&t.trace, s))
+    }
+
+    /// Each trace's time by kernel type and overlap, with or without memory.
+    fn kernel_types(&self, py: Python<'_>, memory: bool) -> PyResult<Py<PyAny>> {
+        let types: &[KernelType] = if memory {
+            &[
+                KernelType::Computation,
+                KernelType::Communication,
+                KernelType::Memory,
+            ]
+        } else {
+            &[KernelType::Computation, KernelType::Communication]
+        };
+        self.each(py, |t, s| type_breakdown_of(&t.trace, s, types))
+    }
+
+    /// Each trace's kernels by name.
+    fn kernels(&self, py: Python<'_>, memory: bool) -> PyResult<Py<PyAny>> {
+        self.each(py, |t, s| rows::kernel_table(&t.trace, s, memory))
+    }
+
+    /// Each trace's share of communication hidden under computation.
+    fn comm_comp_overlap(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.each(py, |t, s| comm_comp_overlap_percent(&t.trace, s))
+    }
+
+    /// Trace `k`'s idle gaps; gaps under `kernel_wait_us` are kernel waits.
+    fn idle(&self, py: Python<'_>, k: usize, kernel_wait_us: i64) -> PyResult<Py<PyAny>> {
+        self.one(py, k, |t, s| rows::idle_table(&t.trace, s, kernel_wait_us))
+    }
+
+    /// Trace `k`'s queue lengths over time.
+    fn queue(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
+        self.one(py, k, |t, s| {
+            rows::queue_table(&t.trace, s, &launches(&t.trace, s), self.origin)
+        })
+    }
+
+    /// Trace `k`'s copy bandwidth over time.
+    fn bandwidth(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
+        self.one(py, k, |t, s| {
+            rows::bandwidth_table(&t.trace, s, self.origin)
+        })
+    }
+
+    /// Trace `k`'s launches.
+    fn launches(&self, py: Python<'_>, k: usize, memory: bool) -> PyResult<Py<PyAny>> {
+        self.one(py, k, |t, s| {
+            rows::launch_table(&t.trace, &launches(&t.trace, s), memory)
+        })
+    }
+
+    /// Trace `k`'s ranges of stream and correlation ids.
+    fn id_ranges(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
+        self.one(py, k, |t, _| rows::id_ranges(&t.trace))
+    }
+
+    /// The `gpuscope trace --format json` document of all the traces, as a dict.
+    fn document(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let analysis = py.detach(|| analyze_traces(&self.traces, self.clock, TOP));
+        Ok(pythonize::pythonize(py, &render::document(&analysis))?.unbind())
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(summarize_trace, m)?)?;
-    m.add_function(wrap_pyfunction!(analyze_trace, m)?)
+    m.add_function(wrap_pyfunction!(analyze_trace, m)?)?;
+    m.add(
+        "STEP_CATEGORIES",
+        Category::ALL
+            .iter()
+            .map(Category::as_str)
+            .collect::<Vec<_>>(),
+    )?;
+    m.add_class::<TraceSet>()
 }

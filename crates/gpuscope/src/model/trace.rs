@@ -34,6 +34,8 @@ words! {
         Sync = "sync",
         /// An allocation or free of the caching allocator (`[memory]` instant events).
         Memory = "memory",
+        /// The profiler's own span around the whole trace (`Trace`).
+        ProfilerSpan = "profiler_span",
         /// Anything else with a duration.
         Other = "other",
     }
@@ -53,6 +55,7 @@ impl Kind {
             "gpu_user_annotation" => Kind::GpuUserAnnotation,
             "python_function" => Kind::PythonFunction,
             "cuda_sync" => Kind::Sync,
+            "Trace" => Kind::ProfilerSpan,
             _ => Kind::Other,
         }
     }
@@ -202,6 +205,17 @@ pub struct Trace {
     /// Kernels recorded by CUPTI's range profiler (`cuda_profiler_range`): it replays each
     /// kernel to read hardware counters, so their times are not the run's own.
     pub counter_ranges: u64,
+    /// Kineto's `memory bandwidth (GB/s)` of copies and memsets, by event index (few
+    /// events have it: kept apart rather than as a column), in index order.
+    pub bandwidth: Vec<(usize, f64)>,
+}
+
+impl Trace {
+    /// Kineto's bandwidth of event `i`, GB/s, when the trace gives it.
+    pub fn bandwidth_of(&self, i: usize) -> Option<f64> {
+        let k = self.bandwidth.binary_search_by_key(&i, |b| b.0).ok()?;
+        Some(self.bandwidth[k].1)
+    }
 }
 
 impl Trace {

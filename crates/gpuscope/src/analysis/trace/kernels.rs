@@ -32,10 +32,16 @@ pub struct TypeTime {
 /// The breakdown by kernel type, largest first. Synchronisation (`OTHER`) is left out, as
 /// in HTA.
 pub fn type_breakdown(trace: &Trace, scope: &Scope) -> Vec<TypeTime> {
-    let mut layers: Vec<Vec<(i64, i64)>> = vec![Vec::new(); TYPES.len()];
+    type_breakdown_of(trace, scope, &TYPES)
+}
+
+/// The breakdown over `types` alone (HTA's `include_memory_kernels=False` leaves memory
+/// out: time it overlapped goes to the other type).
+pub fn type_breakdown_of(trace: &Trace, scope: &Scope, types: &[KernelType]) -> Vec<TypeTime> {
+    let mut layers: Vec<Vec<(i64, i64)>> = vec![Vec::new(); types.len()];
     for &i in &scope.gpu {
         let t = scope.kernel_type(trace, i);
-        if let Some(layer) = TYPES.iter().position(|x| *x == t) {
+        if let Some(layer) = types.iter().position(|x| *x == t) {
             layers[layer].push(scope.interval(trace, i));
         }
     }
@@ -45,7 +51,7 @@ pub fn type_breakdown(trace: &Trace, scope: &Scope) -> Vec<TypeTime> {
     let mut out: Vec<TypeTime> = regions
         .into_iter()
         .map(|(mask, ns)| TypeTime {
-            kernel_type: TYPES
+            kernel_type: types
                 .iter()
                 .enumerate()
                 .filter(|(bit, _)| mask & (1 << bit) != 0)
@@ -83,31 +89,48 @@ pub struct KernelStats {
     pub percentage: f64,
 }
 
-/// The `n` kernels (and copies, memsets) with the most time, largest first, then one
-/// `others` row for the rest when there is a rest.
-pub fn top_kernels(trace: &Trace, scope: &Scope, n: usize) -> Vec<KernelStats> {
+/// The durations of the GPU work of `scope` that `keep` accepts (by event index), by
+/// name, largest total first (ties by name).
+fn durations_by_name(
+    trace: &Trace,
+    scope: &Scope,
+    keep: impl Fn(usize) -> bool,
+) -> Vec<(u32, Vec<i64>)> {
     let e = &trace.events;
     let mut by_name: FxHashMap<u32, Vec<i64>> = FxHashMap::default();
-    for &i in &scope.gpu {
+    for &i in scope.gpu.iter().filter(|&&i| keep(i)) {
         by_name
             .entry(e.name[i])
             .or_default()
             .push(scope.duration(trace, i));
     }
-    let total: i64 = by_name.values().flatten().sum();
     let mut rows: Vec<(u32, Vec<i64>)> = by_name.into_iter().collect();
     rows.sort_by(|a, b| {
         let (sa, sb): (i64, i64) = (a.1.iter().sum(), b.1.iter().sum());
         sb.cmp(&sa)
             .then_with(|| trace.names.get(a.0).cmp(trace.names.get(b.0)))
     });
+    rows
+}
+
+fn total(rows: &[(u32, Vec<i64>)]) -> i64 {
+    rows.iter().flat_map(|(_, d)| d).sum()
+}
+
+fn named_stats(trace: &Trace, (name, durations): &(u32, Vec<i64>), total: i64) -> KernelStats {
+    let name = trace.names.get(*name);
+    stats(name, Some(KernelType::of(name)), durations, total)
+}
+
+/// The `n` kernels (and copies, memsets) with the most time, largest first, then one
+/// `others` row for the rest when there is a rest.
+pub fn top_kernels(trace: &Trace, scope: &Scope, n: usize) -> Vec<KernelStats> {
+    let rows = durations_by_name(trace, scope, |_| true);
+    let total = total(&rows);
     let mut out: Vec<KernelStats> = rows
         .iter()
         .take(n)
-        .map(|(name, durations)| {
-            let name = trace.names.get(*name);
-            stats(name, Some(KernelType::of(name)), durations, total)
-        })
+        .map(|row| named_stats(trace, row, total))
         .collect();
     let rest: Vec<i64> = rows
         .iter()
@@ -118,6 +141,20 @@ pub fn top_kernels(trace: &Trace, scope: &Scope, n: usize) -> Vec<KernelStats> {
         out.push(stats("others", None, &rest, total));
     }
     out
+}
+
+/// Every name of the GPU work that `keep` accepts, largest total first; shares of their
+/// total.
+pub fn kernel_stats(
+    trace: &Trace,
+    scope: &Scope,
+    keep: impl Fn(usize) -> bool,
+) -> Vec<KernelStats> {
+    let rows = durations_by_name(trace, scope, keep);
+    let total = total(&rows);
+    rows.iter()
+        .map(|row| named_stats(trace, row, total))
+        .collect()
 }
 
 fn stats(

@@ -19,6 +19,7 @@ pub mod overlap;
 pub mod queue;
 pub mod ranks;
 pub mod report;
+pub mod rows;
 pub mod scope;
 pub mod steps;
 pub mod temporal;

@@ -23,25 +23,52 @@ pub struct StreamQueue {
     pub max: i64,
 }
 
-/// The queue of each stream for `launches`.
-pub fn queue_lengths(trace: &Trace, scope: &Scope, launches: &[Launch]) -> Vec<StreamQueue> {
-    let mut changes: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
+/// One change of a stream's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// When, ns.
+    pub at: i64,
+    /// +1 at a launch call, −1 when its work starts.
+    pub delta: i64,
+    /// The event: the call, or the work.
+    pub event: usize,
+    /// The work launched.
+    pub work: usize,
+}
+
+/// Each change of each stream's queue for `launches`, by stream number, in time order.
+pub fn changes(trace: &Trace, scope: &Scope, launches: &[Launch]) -> BTreeMap<i64, Vec<Change>> {
+    let mut changes: BTreeMap<i64, Vec<Change>> = BTreeMap::new();
     for l in launches {
         let stream = trace.events.stream[l.work];
         let list = changes.entry(stream).or_default();
-        list.push((scope.interval(trace, l.call).0, 1));
-        list.push((scope.interval(trace, l.work).0, -1));
+        for (event, delta) in [(l.call, 1), (l.work, -1)] {
+            let at = scope.interval(trace, event).0;
+            list.push(Change {
+                at,
+                delta,
+                event,
+                work: l.work,
+            });
+        }
+    }
+    for list in changes.values_mut() {
+        // At the same instant a launch goes before a start, as in HTA.
+        list.sort_by_key(|c| (c.at, -c.delta));
     }
     changes
+}
+
+/// The queue of each stream for `launches`.
+pub fn queue_lengths(trace: &Trace, scope: &Scope, launches: &[Launch]) -> Vec<StreamQueue> {
+    changes(trace, scope, launches)
         .into_iter()
-        .map(|(stream, mut list)| {
-            // At the same instant a launch goes before a start, as in HTA.
-            list.sort_by_key(|&(t, delta)| (t, -delta));
+        .map(|(stream, list)| {
             let mut length = 0i64;
             let mut sum = 0i64;
             let mut max = 0i64;
-            for (_, delta) in &list {
-                length += delta;
+            for c in &list {
+                length += c.delta;
                 sum += length;
                 max = max.max(length);
             }

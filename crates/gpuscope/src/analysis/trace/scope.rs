@@ -111,9 +111,20 @@ pub fn on_gpu(trace: &Trace, i: usize) -> bool {
 
 /// The events HTA's breakdowns would use, on `clock`.
 pub fn scope(trace: &Trace, clock: Clock) -> Scope {
+    scope_with(trace, clock, false)
+}
+
+/// [`scope`], or with `last_step` every event, the last profiler step's too (HTA's
+/// `include_last_profiler_step=True`).
+pub fn scope_with(trace: &Trace, clock: Clock, last_step: bool) -> Scope {
     let e = &trace.events;
     let round = clock == Clock::HtaRounded && e.ts.iter().any(|ts| ts % 1000 != 0);
-    let (gpu, cpu, cut) = events_in_scope(trace);
+    let (gpu, cpu, cut) = if last_step {
+        let (gpu, cpu) = (0..e.len()).partition(|&i| on_gpu(trace, i));
+        (gpu, cpu, None)
+    } else {
+        events_in_scope(trace)
+    };
     let mut types = vec![None; trace.names.len()];
     for &i in &gpu {
         let name = e.name[i];

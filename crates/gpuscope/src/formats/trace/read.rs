@@ -272,6 +272,7 @@ struct Usable<'a> {
     name: Cow<'a, str>,
     shapes: Option<&'a RawValue>,
     counter_range: bool,
+    bandwidth: Option<f64>,
 }
 
 fn parse_event(bytes: &[u8]) -> Parsed<'_> {
@@ -378,6 +379,8 @@ struct RawArgs<'a> {
     /// than the rest of the event.
     #[serde(default, borrow, rename = "Input Dims")]
     input_dims: Option<&'a RawValue>,
+    #[serde(default, rename = "memory bandwidth (GB/s)")]
+    bandwidth: Option<f64>,
 }
 
 /// A string borrowed from the batch unless it has escapes. (serde's own `Cow<str>` in an
@@ -656,6 +659,7 @@ fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
         name: raw.name.map(|n| n.0).unwrap_or_default(),
         shapes: args.input_dims,
         counter_range: raw.ph == Phase::Complete && category == "cuda_profiler_range",
+        bandwidth: args.bandwidth,
     })
 }
 
@@ -669,6 +673,9 @@ fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>) {
         }
     }
     trace.counter_ranges += u64::from(usable.counter_range);
+    if let Some(gbps) = usable.bandwidth {
+        trace.bandwidth.push((trace.events.len(), gbps));
+    }
     trace.events.push(event);
 }
 

@@ -1,0 +1,268 @@
+//! The rows behind the summaries, as parallel columns, for notebooks: every kernel name's
+//! statistics, every idle gap, every change of a stream's queue, every change of copy
+//! bandwidth, every launch. The Python package turns them into the DataFrames Holistic
+//! Trace Analysis (HTA) returns; each table follows the HTA method it feeds, over the same
+//! events ([`Scope`]) and on the same clock as the summaries. Times are µs, relative to
+//! `origin` (ns on the traces' clock: HTA counts from the earliest event of all ranks).
+
+use serde::Serialize;
+
+use super::idle::{gaps, IdleCause};
+use super::kernel_type::KernelType;
+use super::kernels::kernel_stats;
+use super::launches::Launch;
+use super::queue::changes;
+use super::scope::Scope;
+use crate::model::trace::{Kind, Trace, NONE};
+
+/// Each kernel name's statistics (HTA's `get_gpu_kernel_breakdown`, before it folds the
+/// small ones into `others`).
+#[derive(Debug, Default, Serialize)]
+pub struct KernelTable {
+    /// The kernel's name, as recorded.
+    pub name: Vec<String>,
+    /// Its type.
+    pub kernel_type: Vec<KernelType>,
+    /// How many times it ran.
+    pub count: Vec<u64>,
+    /// Total time, µs.
+    pub sum: Vec<f64>,
+    /// Longest run, µs.
+    pub max: Vec<f64>,
+    /// Shortest run, µs.
+    pub min: Vec<f64>,
+    /// Mean, µs.
+    pub mean: Vec<f64>,
+    /// Sample standard deviation, µs (0 for one run).
+    pub stddev: Vec<f64>,
+}
+
+/// The kernels (and, with `memory`, copies and memsets) of `scope` by name, in the order
+/// of their total time, largest first.
+pub fn kernel_table(trace: &Trace, scope: &Scope, memory: bool) -> KernelTable {
+    let wanted = |t: KernelType| {
+        matches!(t, KernelType::Computation | KernelType::Communication)
+            || (memory && t == KernelType::Memory)
+    };
+    let mut out = KernelTable::default();
+    for k in kernel_stats(trace, scope, |i| wanted(scope.kernel_type(trace, i))) {
+        out.name.push(k.name);
+        out.kernel_type
+            .push(k.kernel_type.unwrap_or(KernelType::Other));
+        out.count.push(k.count);
+        out.sum.push(k.sum_us);
+        out.max.push(k.max_us);
+        out.min.push(k.min_us);
+        out.mean.push(k.mean_us);
+        out.stddev.push(k.stddev_us);
+    }
+    out
+}
+
+/// Each gap between two pieces of work on a stream (HTA's `get_idle_time_breakdown`).
+#[derive(Debug, Default, Serialize)]
+pub struct IdleTable {
+    /// Every stream with work, gaps or not, ascending.
+    pub streams: Vec<i64>,
+    /// The CUDA stream.
+    pub stream: Vec<i64>,
+    /// Why it was idle.
+    pub idle_category: Vec<IdleCause>,
+    /// The gap, µs (negative when the work overlapped the previous piece).
+    pub idle_interval: Vec<f64>,
+}
+
+/// The gaps of every stream, by stream number, then in time order; gaps under
+/// `kernel_wait_us` are kernel waits.
+pub fn idle_table(trace: &Trace, scope: &Scope, kernel_wait_us: i64) -> IdleTable {
+    let mut out = IdleTable::default();
+    for (stream, list) in gaps(trace, scope, kernel_wait_us) {
+        out.streams.push(stream);
+        for (cause, gap) in list {
+            out.stream.push(stream);
+            out.idle_category.push(cause);
+            out.idle_interval.push(gap as f64 / 1000.0);
+        }
+    }
+    out
+}
+
+/// Each change of a stream's queue of launched work (HTA's
+/// `get_queue_length_time_series`): +1 at a launch call, −1 when its work starts.
+#[derive(Debug, Default, Serialize)]
+pub struct QueueTable {
+    /// The event: the launch call or the work (its row in the trace as read).
+    pub index: Vec<usize>,
+    /// When, µs from the origin.
+    pub ts: Vec<f64>,
+    /// The work's process id (the device).
+    pub pid: Vec<i64>,
+    /// The work's thread id (the stream).
+    pub tid: Vec<i64>,
+    /// The CUDA stream.
+    pub stream: Vec<i64>,
+    /// Launched work not started yet, after this change.
+    pub queue_length: Vec<i64>,
+}
+
+/// The queue of every stream, by stream number, then in time order.
+pub fn queue_table(trace: &Trace, scope: &Scope, launches: &[Launch], origin: i64) -> QueueTable {
+    let e = &trace.events;
+    let mut out = QueueTable::default();
+    for (stream, list) in changes(trace, scope, launches) {
+        let mut length = 0;
+        for c in list {
+            length += c.delta;
+            out.index.push(c.event);
+            out.ts.push(micros(c.at - origin));
+            out.pid.push(e.pid[c.work]);
+            out.tid.push(e.tid[c.work]);
+            out.stream.push(stream);
+            out.queue_length.push(length);
+        }
+    }
+    out
+}
+
+/// Copy and memset bandwidth over time, per kind of copy (HTA's
+/// `get_memory_bw_time_series`): each piece adds its bandwidth at its start and takes it
+/// away at its end.
+#[derive(Debug, Default, Serialize)]
+pub struct BandwidthTable {
+    /// When, µs from the origin.
+    pub ts: Vec<f64>,
+    /// The copy's process id (the device).
+    pub pid: Vec<i64>,
+    /// The kind of copy (`Memcpy HtoD`, `Memset`, ...).
+    pub name: Vec<String>,
+    /// The bandwidth of that kind's copies running after this change, GB/s.
+    pub memory_bw_gbps: Vec<f64>,
+}
+
+/// HTA's name for a kind of copy: `Memset`, `Memcpy HtoD` (the first 11 characters of a
+/// copy's name), or `Memcpy Unknown`.
+fn copy_kind(kind: Kind, name: &str) -> String {
+    if kind == Kind::Memset || name.starts_with("Memset") {
+        "Memset".to_owned()
+    } else if name.starts_with("Memcpy") {
+        name.chars().take(11).collect()
+    } else {
+        "Memcpy Unknown".to_owned()
+    }
+}
+
+/// The bandwidth of every kind of copy, in time order (a start before an end at the same
+/// instant). A piece's bandwidth is Kineto's `memory bandwidth (GB/s)` (from the exact
+/// duration), else its bytes over its duration; 0 without bytes or duration.
+pub fn bandwidth_table(trace: &Trace, scope: &Scope, origin: i64) -> BandwidthTable {
+    let e = &trace.events;
+    let mut points: Vec<(i64, bool, usize, String, f64)> = Vec::new();
+    for &i in &scope.gpu {
+        if scope.kernel_type(trace, i) != KernelType::Memory {
+            continue;
+        }
+        let (start, end) = scope.interval(trace, i);
+        let bytes = e.bytes[i];
+        let gbps = trace
+            .bandwidth_of(i)
+            .unwrap_or(if bytes != NONE && end > start {
+                bytes as f64 / (end - start) as f64
+            } else {
+                0.0
+            });
+        let kind = copy_kind(e.kind[i], trace.names.get(e.name[i]));
+        points.push((start, false, i, kind.clone(), gbps));
+        points.push((end, true, i, kind, -gbps));
+    }
+    points.sort_by_key(|p| (p.0, p.1, p.2));
+    let mut running: std::collections::BTreeMap<String, f64> = Default::default();
+    let mut out = BandwidthTable::default();
+    for (t, _, i, kind, delta) in points {
+        let level = running.entry(kind.clone()).or_default();
+        *level += delta;
+        out.ts.push(micros(t - origin));
+        out.pid.push(e.pid[i]);
+        out.name.push(kind);
+        out.memory_bw_gbps.push(*level);
+    }
+    out
+}
+
+/// Each launch (HTA's `get_cuda_kernel_launch_stats`).
+#[derive(Debug, Default, Serialize)]
+pub struct LaunchTable {
+    /// The correlation id linking the call and its work.
+    pub correlation: Vec<i64>,
+    /// The launch call, µs.
+    pub cpu_duration: Vec<f64>,
+    /// The work, µs.
+    pub gpu_duration: Vec<f64>,
+    /// From the call's end to the work's start, µs (0 when the work started first).
+    pub launch_delay: Vec<f64>,
+}
+
+/// `launches` in the order of their calls; with `memory` false, the copies and memsets
+/// left out.
+pub fn launch_table(trace: &Trace, launches: &[Launch], memory: bool) -> LaunchTable {
+    let e = &trace.events;
+    let mut out = LaunchTable::default();
+    for l in launches {
+        if !memory && e.kind[l.work] != Kind::Kernel {
+            continue;
+        }
+        out.correlation.push(e.correlation[l.call]);
+        out.cpu_duration.push(micros(l.cpu_ns));
+        out.gpu_duration.push(micros(l.gpu_ns));
+        out.launch_delay.push(micros(l.delay_ns));
+    }
+    out
+}
+
+/// The numbers of the profiler steps (`ProfilerStep#N`) in `scope`, ascending.
+pub fn profiler_steps(trace: &Trace, scope: &Scope) -> Vec<u64> {
+    let e = &trace.events;
+    let mut steps: Vec<u64> = scope
+        .cpu
+        .iter()
+        .filter_map(|&i| {
+            trace
+                .names
+                .get(e.name[i])
+                .strip_prefix("ProfilerStep#")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    steps.sort_unstable();
+    steps.dedup();
+    steps
+}
+
+/// The smallest and largest stream and correlation id of all events, an event without one
+/// counting as -1 (HTA's default): HTA stores each column in the smallest integer type
+/// that holds its range, so its frames' dtypes follow from these.
+#[derive(Debug, Serialize)]
+pub struct IdRanges {
+    /// Of `args.stream`.
+    pub stream: (i64, i64),
+    /// Of `args.correlation`.
+    pub correlation: (i64, i64),
+}
+
+/// The [`IdRanges`] of `trace`.
+pub fn id_ranges(trace: &Trace) -> IdRanges {
+    let range = |column: &[i64]| {
+        column
+            .iter()
+            .map(|&v| if v == NONE { -1 } else { v })
+            .fold((-1, -1), |(lo, hi), v| (lo.min(v), hi.max(v)))
+    };
+    IdRanges {
+        stream: range(&trace.events.stream),
+        correlation: range(&trace.events.correlation),
+    }
+}
+
+fn micros(ns: i64) -> f64 {
+    ns as f64 / 1000.0
+}

@@ -1,0 +1,7 @@
+"""gpuscope in a notebook: pandas DataFrames of traces, shaped as Holistic Trace
+Analysis returns them (``gpuscope.TraceAnalysis``). pandas is imported on first use:
+``pip install 'gpuscope[notebook]'``."""
+
+from gpuscope.notebook.trace_analysis import TraceAnalysis
+
+__all__ = ["TraceAnalysis"]

@@ -1,0 +1,65 @@
+"""pandas, imported when a notebook class is first used (``import gpuscope`` never
+imports it), and DataFrames built from the columns the engine hands over."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["frame", "pandas", "show"]
+
+_INSTALL = "pip install 'gpuscope[notebook]'"
+_said_no_plotting = False
+
+
+def pandas() -> Any:
+    """The pandas module, or an ImportError that says how to install it."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError(
+            f"gpuscope's notebook classes return pandas DataFrames: {_INSTALL}"
+        ) from None
+    return pd
+
+
+def frame(
+    columns: Mapping[str, Sequence[Any]], dtypes: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """A DataFrame of ``columns`` (each a list, handed over whole), cast to ``dtypes``."""
+    pd = pandas()
+    df = pd.DataFrame(dict(columns))
+    return df.astype(dict(dtypes)) if dtypes else df
+
+
+def show(df: pd.DataFrame, title: str, x: str, y: str | list[str], kind: str = "bar") -> None:
+    """Plots ``df`` with plotly when it is installed, else matplotlib; says once when
+    neither is (a plot is never needed for the numbers)."""
+    global _said_no_plotting
+    try:
+        import plotly.express as px
+
+        plot = px.bar if kind == "bar" else px.line
+        plot(df, x=x, y=y, title=title).show()
+        return
+    except ImportError:
+        pass
+    try:
+        import matplotlib.pyplot as plt
+
+        df.plot(x=x, y=y, kind=kind, title=title)
+        plt.show()
+        return
+    except ImportError:
+        pass
+    if not _said_no_plotting:
+        _said_no_plotting = True
+        warnings.warn(
+            "visualize=True: neither plotly nor matplotlib is installed, so no plot is "
+            "shown (the DataFrames are returned as usual)",
+            stacklevel=3,
+        )

@@ -1,0 +1,543 @@
+"""``gpuscope.TraceAnalysis``: Holistic Trace Analysis' ``TraceAnalysis`` (HTA 0.5) over
+gpuscope's engine, so that a notebook switches with its import line.
+
+The constructor and the methods have HTA 0.5's names, signatures and return shapes
+(tuples where HTA returns tuples, dicts of per-rank frames where it returns dicts), and
+the frames have HTA's columns, index and dtypes. The engine loads the traces once and
+answers each question over the same events HTA uses (GPU work is any event on a CUDA
+stream; with two or more profiler steps the last is left out); the rows come to Python
+as whole columns. Where gpuscope departs from HTA, the method's docstring says so.
+
+``hta_compat=True`` (the default) takes times as HTA does — a trace with fractional
+microseconds is rounded, start up and end down — so ported notebooks show the numbers
+they showed, except that what that rounding makes negative is 0. ``hta_compat=False``
+takes the exact clock.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from gpuscope import _native
+from gpuscope.notebook._pandas import frame, pandas, show
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["TraceAnalysis"]
+
+IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
+DESCRIBE = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
+
+
+def _not_answered(method: str, instead: str = "") -> NoReturn:
+    raise NotImplementedError(f"gpuscope.TraceAnalysis does not answer {method}(){instead}")
+
+
+class TraceAnalysis:
+    """The traces of ``trace_dir`` (every ``*.json`` / ``*.json.gz`` trace, each rank
+    from its ``distributedInfo.rank``, else ``rank<R>`` in its name), or of
+    ``trace_files`` (``{rank: path}``, paths relative to ``trace_dir``).
+
+    Unlike HTA, a rank is read from ``distributedInfo`` however the JSON is spaced,
+    and a directory's file that is not a trace is skipped rather than fatal."""
+
+    def __init__(
+        self,
+        trace_files: dict[int, str] | None = None,
+        trace_dir: str = "/tmp/trace",
+        include_last_profiler_step: bool | None = False,
+        *,
+        hta_compat: bool = True,
+    ) -> None:
+        pandas()  # fails early, with the install line, when pandas is missing
+        if trace_files:
+            ranks: list[int] | None = [int(r) for r in trace_files]
+            paths = [os.path.join(trace_dir, p) for p in trace_files.values()]
+        else:
+            ranks, paths = None, [trace_dir]
+        self.hta_compat = hta_compat
+        self._set = _native.TraceSet(
+            paths, ranks, hta_clock=hta_compat, last_step=bool(include_last_profiler_step)
+        )
+        self.ranks: list[int] = list(self._set.ranks)
+        self._doc: dict[str, Any] | None = None
+        self.trace_files: dict[int, str] = {
+            r: str(p) for r, p in zip(self.ranks, self._set.paths, strict=True)
+        }
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _chosen(self, ranks: Iterable[int] | None) -> list[tuple[int, int]]:
+        """(rank, position) of ``ranks``; by default HTA's ``[0]``, or the lowest rank
+        when there is no rank 0 (HTA fails there)."""
+        wanted = list(ranks or [])
+        if not wanted:
+            wanted = [0 if 0 in self.ranks else self.ranks[0]]
+        out = []
+        for r in wanted:
+            if r not in self.ranks:
+                raise ValueError(f"no trace of rank {r}: the ranks are {self.ranks}")
+            out.append((r, self.ranks.index(r)))
+        return out
+
+    def _id_dtypes(self, k: int) -> dict[str, str]:
+        """The dtypes HTA gives the stream and correlation columns of trace ``k``: the
+        smallest integer type that holds each column's range over the whole trace."""
+        ranges = self._set.id_ranges(k)
+        return {column: _smallest_int(*ranges[column]) for column in ("stream", "correlation")}
+
+    # -- HTA 0.5's questions ------------------------------------------------------------
+
+    def get_profiler_steps(self) -> list[int]:
+        """The profiler step numbers (``ProfilerStep#N``) in the traces, ascending."""
+        steps: set[int] = set()
+        for each in self._set.profiler_steps():
+            steps.update(each)
+        return sorted(steps)
+
+    def get_temporal_breakdown(self, visualize: bool = True) -> pd.DataFrame:
+        """Per rank, from the first GPU work to the end of the last: idle, compute and
+        non-compute time (µs) and their shares (percent, 2 decimals). A rank without GPU
+        work (a CPU-only trace, CUPTI counter ranges) has a row of NaN; HTA fails."""
+        rows: dict[str, list[Any]] = {c: [] for c in _TEMPORAL}
+        for rank, t in zip(self.ranks, self._set.temporal(), strict=True):
+            rows["rank"].append(rank)
+            for column, key in _TEMPORAL.items():
+                if key:
+                    rows[column].append(t[key] if t else float("nan"))
+        df = frame(rows, {"rank": "int64", **{c: "float64" for c in list(_TEMPORAL)[1:]}})
+        df = df.round({c: 2 for c in df.columns if c.endswith("_pctg")})
+        if visualize:
+            show(df, "Temporal breakdown", "rank", [c for c in df.columns if c.endswith("pctg")])
+        return df
+
+    def get_gpu_kernel_breakdown(
+        self,
+        visualize: bool = True,
+        duration_ratio: float = 0.8,
+        num_kernels: int = 10,
+        include_memory_kernels: bool = True,
+        image_renderer: str = "",
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(time by kernel type and overlap, summed over ranks, with its percentage to 1
+        decimal; every kernel's sum, max, min, stddev and mean (µs) per rank and type).
+        Beyond ``num_kernels`` names of a type, or past the ``duration_ratio`` quantile
+        of their cumulative time, kernels go into one ``others`` row, as HTA folds them:
+        its statistics are over the folded kernels' totals, and the kept rows then show
+        their total as max, min and mean."""
+        pd = pandas()
+        types: dict[str, float] = {}
+        for each in self._set.kernel_types(include_memory_kernels):
+            for row in each:
+                types[row["kernel_type"]] = types.get(row["kernel_type"], 0.0) + row["sum_us"]
+        type_df = frame(
+            {"kernel_type": list(types), "sum": [round(v) for v in types.values()]},
+            {"kernel_type": "str", "sum": "int64"},
+        )
+        type_df = type_df.sort_values("sum", ascending=False, ignore_index=True)
+        total = type_df["sum"].sum()
+        type_df["percentage"] = (type_df["sum"] * 100 / max(total, 1)).astype("float64").round(1)
+        parts = []
+        for rank, table in zip(self.ranks, self._set.kernels(include_memory_kernels), strict=True):
+            kernels = frame(table)
+            for kernel_type in _analysed(include_memory_kernels):
+                of_type = kernels[kernels["kernel_type"] == kernel_type]
+                folded = _fold_others(of_type, duration_ratio, num_kernels)
+                folded["kernel_type"] = kernel_type
+                folded["rank"] = rank
+                parts.append(folded)
+        columns = ["name", "sum", "max", "min", "stddev", "mean", "kernel_type", "rank"]
+        kernels_df = (
+            pd.concat(parts, ignore_index=True) if parts else frame({c: [] for c in columns})
+        )
+        kernels_df = kernels_df[columns].astype(
+            {"name": "str", "kernel_type": "str", "rank": "int64"}
+            | {c: "float64" for c in columns[1:6]}
+        )
+        kernels_df = kernels_df.sort_values(["kernel_type", "name", "rank"], ignore_index=True)
+        kernels_df = kernels_df.rename(
+            columns={"sum": "sum (us)", "max": "max (us)", "min": "min (us)", "mean": "mean (us)"}
+        )
+        if visualize:
+            show(type_df, "Kernel type breakdown", "kernel_type", "percentage")
+        return type_df, kernels_df
+
+    def get_idle_time_breakdown(
+        self,
+        ranks: list[int] | None = None,
+        streams: list[int] | None = None,
+        visualize: bool = True,
+        visualize_pctg: bool = True,
+        show_idle_interval_stats: bool = False,
+        consecutive_kernel_delay: int = 30,
+    ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+        """Per rank (default: rank 0) and stream, the idle time (µs) by cause —
+        ``host_wait`` (the launch came after the previous work ended), ``kernel_wait``
+        (a gap under ``consecutive_kernel_delay`` µs), ``other`` — and its share of the
+        stream's idle time, 2 decimals; with ``show_idle_interval_stats``, the
+        statistics of the gaps by cause. Streams come in ascending order (HTA's come in
+        the trace's order); a cause whose gaps sum below 0 is 0."""
+        pd = pandas()
+        sums: dict[str, list[Any]] = {
+            c: [] for c in ("rank", "stream", "idle_category", "idle_time")
+        }
+        stats = []
+        stream_dtypes = []
+        for rank, k in self._chosen(ranks):
+            stream_dtypes.append(self._id_dtypes(k)["stream"])
+            table = self._set.idle(k, consecutive_kernel_delay)
+            every_stream = table.pop("streams")
+            gaps = frame(
+                table, {"stream": "int64", "idle_category": "str", "idle_interval": "float64"}
+            )
+            for stream in streams or every_stream:
+                of_stream = gaps[gaps["stream"] == stream]
+                for category in IDLE_CATEGORIES:
+                    these = of_stream[of_stream["idle_category"] == category]["idle_interval"]
+                    if these.empty and category != "other":
+                        continue  # HTA lists the causes that occur, and always "other"
+                    sums["rank"].append(rank)
+                    sums["stream"].append(stream)
+                    sums["idle_category"].append(category)
+                    sums["idle_time"].append(max(float(these.sum()), 0.0))
+                    described = these.describe()
+                    stats.append(
+                        {"idle_category": category, "rank": rank, "stream": stream}
+                        | {c: float(described.get(c, float("nan"))) for c in DESCRIBE}
+                    )
+        stream_dtype = max(stream_dtypes, key=_int_width, default="int64")
+        df = frame(
+            sums,
+            {
+                "rank": "int64",
+                "stream": stream_dtype,
+                "idle_category": "str",
+                "idle_time": "float64",
+            },
+        )
+        per_stream = df.groupby(["rank", "stream"])["idle_time"].transform("sum")
+        df["idle_time_ratio"] = df["idle_time"] / per_stream
+        df = df.round({"idle_time": 2, "idle_time_ratio": 2})
+        interval_stats = None
+        if show_idle_interval_stats:
+            columns = ["idle_category", "rank", "stream", *DESCRIBE]
+            interval_stats = pd.DataFrame(stats, columns=columns)
+            interval_stats = interval_stats.astype(
+                {"rank": "int64", "stream": stream_dtype} | dict.fromkeys(DESCRIBE, "float64")
+            )
+            interval_stats = interval_stats.set_index("idle_category").round(2)
+            interval_stats["count"] = interval_stats["count"].fillna(0.0)
+        if visualize:
+            y = "idle_time_ratio" if visualize_pctg else "idle_time"
+            show(df, "Idle time breakdown", "stream", y)
+        return df, interval_stats
+
+    def get_comm_comp_overlap(self, visualize: bool = True) -> pd.DataFrame:
+        """Per rank, the share of communication time during which computation ran,
+        percent, 2 decimals; NaN without communication."""
+        overlaps = [float("nan") if v is None else v for v in self._set.comm_comp_overlap()]
+        df = frame(
+            {"rank": self.ranks, "comp_comm_overlap_pctg": overlaps},
+            {"rank": "int64", "comp_comm_overlap_pctg": "float64"},
+        ).round({"comp_comm_overlap_pctg": 2})
+        if visualize:
+            show(df, "Communication hidden under computation", "rank", "comp_comm_overlap_pctg")
+        return df
+
+    def get_queue_length_time_series(
+        self, ranks: list[int] | None = None
+    ) -> dict[int, pd.DataFrame]:
+        """Per rank (default: rank 0), each change of each stream's queue of launched
+        work: +1 at a launch call, -1 when its work starts; ``ts`` in µs from the
+        earliest event of all ranks. Ranks without launches are left out. The index
+        (``index``) is the event's row in the trace as gpuscope read it."""
+        out = {}
+        for rank, k in self._chosen(ranks):
+            table = self._set.queue(k)
+            if not table["ts"]:
+                continue
+            stream = self._id_dtypes(k)["stream"]
+            df = frame(table, {"ts": self._ts_dtype, "queue_length": "int64", "stream": stream})
+            out[rank] = df.set_index("index")[["ts", "pid", "tid", "stream", "queue_length"]]
+        return out
+
+    def get_queue_length_summary(self, ranks: list[int] | None = None) -> pd.DataFrame | None:
+        """The statistics of each stream's queue length over its changes, by rank and
+        stream; ``None`` without launches."""
+        return self.get_queue_length_summary_from_time_series(
+            self.get_queue_length_time_series(ranks)
+        )
+
+    def get_queue_length_summary_from_time_series(
+        self, queue_length_dict: dict[int, pd.DataFrame]
+    ) -> pd.DataFrame | None:
+        """:meth:`get_queue_length_summary` of series already taken (the frames are not
+        changed; HTA adds a ``rank`` column to them)."""
+        return _described(queue_length_dict, ["rank", "stream"], "queue_length")
+
+    def get_memory_bw_time_series(self, ranks: list[int] | None = None) -> dict[int, pd.DataFrame]:
+        """Per rank (default: rank 0), the bandwidth of each kind of copy over time
+        (``Memcpy HtoD``, ``Memset``, ...), GB/s, changing at each copy's start and end;
+        ``ts`` in µs from the earliest event. A copy's bandwidth is its bytes over its
+        duration (HTA reads Kineto's ``memory bandwidth (GB/s)``, absent on ROCm)."""
+        out = {}
+        for rank, k in self._chosen(ranks):
+            table = self._set.bandwidth(k)
+            if table["ts"]:
+                out[rank] = frame(
+                    table, {"ts": "float64", "name": "str", "memory_bw_gbps": "float64"}
+                )
+        return out
+
+    def get_memory_bw_summary(self, ranks: list[int] | None = None) -> pd.DataFrame | None:
+        """The statistics of each kind of copy's bandwidth while copies run, by rank
+        and kind; ``None`` without copies."""
+        series = self.get_memory_bw_time_series(ranks)
+        running = {r: df[df["memory_bw_gbps"] > 0] for r, df in series.items()}
+        return _described(running, ["rank", "name"], "memory_bw_gbps")
+
+    def get_cuda_kernel_launch_stats(
+        self,
+        ranks: list[int] | None = None,
+        runtime_cutoff: int = 50,
+        launch_delay_cutoff: int = 100,
+        include_memory_events: bool = True,
+        visualize: bool = True,
+    ) -> dict[int, pd.DataFrame]:
+        """Per rank (default: rank 0), each launch: its call's duration on the CPU, its
+        work's on the GPU and the delay from the call's end to the work's start (µs, 0
+        when the work started first). Unlike HTA, ``cuLaunchKernel``,
+        ``cuLaunchKernelEx`` and ROCm's launches count too (HTA finds none in Triton and
+        ROCm traces). The cutoffs only shape the plots, as in HTA."""
+        out = {}
+        for rank, k in self._chosen(ranks):
+            correlation = self._id_dtypes(k)["correlation"]
+            df = frame(
+                self._set.launches(k, include_memory_events),
+                {
+                    "correlation": correlation,
+                    "cpu_duration": "float64",
+                    "gpu_duration": "float64",
+                    "launch_delay": "float64",
+                },
+            )
+            out[rank] = df
+            if visualize:
+                show(
+                    df,
+                    f"Launch delay, rank {rank} (cutoff {launch_delay_cutoff} µs)",
+                    "correlation",
+                    "launch_delay",
+                )
+        return out
+
+    # -- beyond HTA ---------------------------------------------------------------------
+
+    @property
+    def _document(self) -> dict[str, Any]:
+        """The ``gpuscope trace --format json`` document (``gpuscope.trace/1``), made
+        once."""
+        if self._doc is None:
+            self._doc = self._set.document()
+        return self._doc
+
+    def get_step_overview(self) -> pd.DataFrame:
+        """Per rank and profiler step, where its time went (µs): each instant goes to the
+        first of kernel, memcpy, memset, communication, runtime, data loader, CPU
+        execution that ran then, else other; and the CPU's time in the data loader
+        whatever the GPU did. Empty without ``ProfilerStep#N``."""
+        columns: dict[str, list[Any]] = {"rank": [], "step": [], "duration (us)": []}
+        columns |= {f"{c} (us)": [] for c in _native.STEP_CATEGORIES}
+        columns["dataloader_cpu (us)"] = []
+        for rank in self._document["ranks"]:
+            for step in (rank["steps"] or {"steps": []})["steps"]:
+                columns["rank"].append(rank["rank"])
+                columns["step"].append(step["name"])
+                columns["duration (us)"].append(step["duration_us"])
+                for c, us in zip(_native.STEP_CATEGORIES, step["breakdown_us"], strict=True):
+                    columns[f"{c} (us)"].append(us)
+                columns["dataloader_cpu (us)"].append(step["dataloader_cpu_us"])
+        return frame(columns, {"rank": "int64", "step": "str"})
+
+    def get_step_verdicts(self) -> pd.DataFrame:
+        """Per rank, what the mean step says by gpuscope's fixed thresholds (the
+        README's step verdicts): the kind, its figure (percent of the step) and the
+        advice."""
+        columns: dict[str, list[Any]] = {"rank": [], "kind": [], "percent": [], "advice": []}
+        for rank in self._document["ranks"]:
+            for v in (rank["steps"] or {"verdicts": []})["verdicts"]:
+                columns["rank"].append(rank["rank"])
+                for key in ("kind", "percent", "advice"):
+                    columns[key].append(v[key])
+        return frame(
+            columns, {"rank": "int64", "kind": "str", "percent": "float64", "advice": "str"}
+        )
+
+    def get_gpu_gaps(self) -> pd.DataFrame:
+        """Per rank, the largest gaps on the GPU timeline (no stream busy) and what the
+        CPU ran meanwhile: one row per gap and CPU operator, by overlap (µs, start from
+        the first GPU work)."""
+        columns: dict[str, list[Any]] = {
+            c: []
+            for c in ("rank", "start (us)", "duration (us)", "cpu_name", "cpu_kind", "overlap (us)")
+        }
+        for rank in self._document["ranks"]:
+            for gap in rank["largest_gaps"]:
+                for cpu in gap["cpu"] or [{"name": None, "kind": None, "overlap_us": 0.0}]:
+                    columns["rank"].append(rank["rank"])
+                    columns["start (us)"].append(gap["start_us"])
+                    columns["duration (us)"].append(gap["duration_us"])
+                    columns["cpu_name"].append(cpu["name"])
+                    columns["cpu_kind"].append(cpu["kind"])
+                    columns["overlap (us)"].append(cpu["overlap_us"])
+        return frame(columns, {"rank": "int64"})
+
+    def get_operators(self, by: str = "gpu_time") -> pd.DataFrame:
+        """Per rank, CPU operators ranked ``by`` ``"gpu_time"`` (the GPU time of the
+        kernels they launched), ``"self_time"`` or ``"shapes"`` (by name and input
+        shapes, from ``record_shapes=True`` traces): count, total, self and GPU time
+        (µs)."""
+        keys = {"gpu_time": "by_gpu_time", "self_time": "by_self_time", "shapes": "by_shapes"}
+        if by not in keys:
+            raise ValueError(f"by must be one of {sorted(keys)}, not {by!r}")
+        fields = ("name", "input_shapes", "count", "total_us", "self_us", "gpu_us")
+        columns: dict[str, list[Any]] = {"rank": [], **{f: [] for f in fields}}
+        for rank in self._document["ranks"]:
+            for op in rank["operators"][keys[by]]:
+                columns["rank"].append(rank["rank"])
+                for f in fields:
+                    columns[f].append(op[f])
+        df = frame(columns, {"rank": "int64", "count": "int64"})
+        return df.rename(
+            columns={"total_us": "total (us)", "self_us": "self (us)", "gpu_us": "gpu (us)"}
+        )
+
+    def get_memory_timeline(self) -> pd.DataFrame:
+        """Per rank and device, the bytes the profiler's ``[memory]`` events say were
+        allocated over time (``profile_memory=True`` traces), µs from the first event."""
+        columns: dict[str, list[Any]] = {"rank": [], "device": [], "ts (us)": [], "bytes": []}
+        for rank in self._document["ranks"]:
+            for device in rank["memory"]:
+                points = device["timeline"]
+                columns["rank"] += [rank["rank"]] * len(points)
+                columns["device"] += [device["device"]] * len(points)
+                columns["ts (us)"] += [p[0] for p in points]
+                columns["bytes"] += [p[1] for p in points]
+        return frame(
+            columns, {"rank": "int64", "device": "str", "ts (us)": "float64", "bytes": "int64"}
+        )
+
+    def get_trace_health(self) -> pd.DataFrame:
+        """What makes the traces' figures incomplete or misleading (dropped kernels,
+        clock skew, CUDA graphs, no shapes, ...), one row each; empty when nothing
+        does."""
+        issues = self._document["health"]
+        columns = {k: [i[k] for i in issues] for k in ("kind", "rank", "count", "detail")}
+        return frame(columns, {"kind": "str", "rank": "Int64", "count": "int64", "detail": "str"})
+
+    @property
+    def _ts_dtype(self) -> str:
+        return "int64" if self.hta_compat else "float64"
+
+    # -- what HTA has and gpuscope does not answer --------------------------------------
+
+    def get_frequent_cuda_kernel_sequences(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _not_answered("get_frequent_cuda_kernel_sequences")
+
+    def get_aten_op_kernels_and_delay(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _not_answered(
+            "get_aten_op_kernels_and_delay",
+            "; get_operators() ranks operators by the GPU time they launch",
+        )
+
+    def get_gpu_kernels_with_user_annotations(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _not_answered("get_gpu_kernels_with_user_annotations")
+
+    def get_gpu_user_annotation_breakdown(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _not_answered("get_gpu_user_annotation_breakdown")
+
+    def get_cupti_counter_data_with_operators(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _not_answered("get_cupti_counter_data_with_operators")
+
+    def get_potential_stragglers(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _not_answered(
+            "get_potential_stragglers",
+            "; `gpuscope trace DIR` compares the ranks and names stragglers",
+        )
+
+    def get_time_spent_blocked_on_full_queue(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _not_answered("get_time_spent_blocked_on_full_queue")
+
+    def critical_path_analysis(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _not_answered("critical_path_analysis")
+
+    def overlay_critical_path_analysis(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _not_answered("overlay_critical_path_analysis")
+
+    def generate_trace_with_counters(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _not_answered("generate_trace_with_counters")
+
+
+# column -> key of the engine's temporal breakdown ("" for the rank)
+_TEMPORAL = {
+    "rank": "",
+    "idle_time(us)": "idle_time_us",
+    "compute_time(us)": "compute_time_us",
+    "non_compute_time(us)": "non_compute_time_us",
+    "kernel_time(us)": "kernel_time_us",
+    "idle_time_pctg": "idle_time_percent",
+    "compute_time_pctg": "compute_time_percent",
+    "non_compute_time_pctg": "non_compute_time_percent",
+}
+
+
+_INTS = ("int8", "int16", "int32", "int64")
+
+
+def _int_width(dtype: str) -> int:
+    return _INTS.index(dtype)
+
+
+def _smallest_int(lo: int, hi: int) -> str:
+    """The smallest signed integer dtype that holds ``lo`` to ``hi`` (pandas'
+    ``downcast="integer"``, as HTA stores ids)."""
+    for dtype, bits in zip(_INTS, (8, 16, 32, 64), strict=True):
+        if -(2 ** (bits - 1)) <= lo and hi < 2 ** (bits - 1):
+            return dtype
+    return "int64"
+
+
+def _analysed(memory: bool) -> list[str]:
+    return ["COMPUTATION", "COMMUNICATION", *(["MEMORY"] if memory else [])]
+
+
+def _fold_others(kernels: pd.DataFrame, duration_ratio: float, num_kernels: int) -> pd.DataFrame:
+    """HTA's folding of a type's small kernels into ``others`` (see
+    :meth:`TraceAnalysis.get_gpu_kernel_breakdown`), over the engine's per-name rows
+    (largest total first)."""
+    rows = kernels[["name", "sum", "max", "min", "mean", "stddev"]].reset_index(drop=True)
+    if len(rows) <= num_kernels:
+        return rows
+    cumsum = rows["sum"].cumsum()
+    folded = (cumsum > cumsum.quantile(duration_ratio)) | (rows.index >= num_kernels)
+    names = rows["name"].where(~folded, "others")
+    grouped = rows["sum"].groupby(names).agg(["sum", "max", "min", "mean", "std"])
+    grouped = grouped.rename(columns={"std": "stddev"}).fillna({"stddev": 0.0})
+    return grouped.reset_index(names="name")
+
+
+def _described(series: dict[int, pd.DataFrame], by: list[str], column: str) -> pd.DataFrame | None:
+    """``describe()`` of ``column`` over the frames of ``series`` grouped ``by`` (rank
+    first); ``None`` when there are none."""
+    if not series:
+        return None
+    pd = pandas()
+    parts = [
+        df[[c for c in by if c != "rank"] + [column]].assign(rank=rank)
+        for rank, df in series.items()
+    ]
+    whole = pd.concat(parts, ignore_index=True)
+    return whole[[*by, column]].groupby(by).describe()

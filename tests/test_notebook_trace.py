@@ -1,0 +1,330 @@
+"""``gpuscope.TraceAnalysis`` beside Holistic Trace Analysis 0.5 on the shared traces.
+
+The small traces are analysed by both in the test, and the frames compared: the same
+columns, dtypes and index, names and counts exactly, times within 2 µs or 0.5 %
+(percentages to their rounding). The large ones (HTA takes minutes there on two cores)
+are compared with the figures HTA 0.5 computed on them, in ``hta_reference*.json``. The
+traces HTA fails on give frames here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gpuscope
+import pytest
+from _helpers import SHARED_DATA, shared_file
+
+pd = pytest.importorskip("pandas")
+hta = pytest.importorskip("hta.trace_analysis")
+
+# HTA 0.5 predates pandas 3: its deprecation warnings are not ours.
+pytestmark = pytest.mark.filterwarnings("ignore:::hta")
+
+TRACES = SHARED_DATA / "traces"
+# Traces HTA loads and answers in seconds (each one rank, but the sampled pair).
+LIVE = {
+    "alexnet": ["alexnet_single_gpu.json.gz"],
+    "event_sync": ["event_sync_multi_stream.json.gz"],
+    "triton": ["triton_example.json.gz"],
+    "amd": ["amd_mi250_rocm.json.gz"],
+    "sampled": ["sampled_rank0.json.gz", "sampled_rank1.json.gz"],
+}
+LARGE = [
+    "resnet50_v100_memory_workers0.json.gz",
+    "resnet50_v100_memory_workers4.json.gz",
+    "v100_rank0_ns_resolution.json.gz",
+    "rank0_nccl_data.json.gz",
+    "rank0_nccl_negative_queue.json.gz",
+]
+
+
+def trace_dir(tmp_path: Path, names: list[str]) -> str:
+    """A directory of links to the shared traces ``names``, as both tools take it."""
+    d = tmp_path / "traces"
+    d.mkdir(exist_ok=True)
+    for name in names:
+        os.symlink(shared_file(TRACES / name), d / name)
+    return str(d)
+
+
+@pytest.fixture(scope="module", params=sorted(LIVE))
+def both(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Any, Any]]:
+    d = trace_dir(tmp_path_factory.mktemp(request.param), LIVE[request.param])
+    yield hta.TraceAnalysis(trace_dir=d), gpuscope.TraceAnalysis(trace_dir=d)
+
+
+def close(ours: Any, theirs: Any, what: str) -> None:
+    """Equal within 2 µs or 0.5 % (NaN equals NaN)."""
+    ours, theirs = float(ours), float(theirs)
+    if math.isnan(theirs):
+        assert math.isnan(ours), what
+        return
+    assert abs(ours - theirs) <= max(2.0, 0.005 * abs(theirs)), f"{what}: {ours} vs HTA {theirs}"
+
+
+def same_shape(ours: Any, theirs: Any) -> None:
+    """Same columns in the same order, same dtypes, same kind of index."""
+    assert list(ours.columns) == list(theirs.columns)
+    assert ours.dtypes.astype(str).to_dict() == theirs.dtypes.astype(str).to_dict()
+    assert ours.index.names == theirs.index.names
+
+
+def test_temporal_breakdown(both: tuple[Any, Any]) -> None:
+    theirs, ours = (t.get_temporal_breakdown(visualize=False) for t in both)
+    same_shape(ours, theirs)
+    assert list(ours["rank"]) == list(theirs["rank"])
+    for column in ours.columns[1:]:
+        for a, b in zip(ours[column], theirs[column], strict=True):
+            close(a, b, column)
+
+
+def test_kernel_breakdown(both: tuple[Any, Any]) -> None:
+    for memory in (True, False):
+        (their_types, their_kernels), (our_types, our_kernels) = (
+            t.get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=memory) for t in both
+        )
+        same_shape(our_types, their_types)
+        same_shape(our_kernels, their_kernels)
+        types = dict(zip(their_types["kernel_type"], their_types["sum"], strict=True))
+        assert (
+            dict(zip(our_types["kernel_type"], our_types["sum"], strict=True)).keys()
+            == types.keys()
+        )
+        for kind, ours in zip(our_types["kernel_type"], our_types["sum"], strict=True):
+            close(ours, types[kind], kind)
+        for a, b in zip(our_types["percentage"], their_types["percentage"], strict=True):
+            assert abs(a - b) <= 0.1
+        key = ["kernel_type", "rank", "name"]
+        assert sorted(map(tuple, our_kernels[key].values.tolist())) == sorted(
+            map(tuple, their_kernels[key].values.tolist())
+        )
+        merged = our_kernels.merge(their_kernels, on=key, suffixes=("", "_hta"))
+        for column in ("sum (us)", "max (us)", "min (us)", "mean (us)", "stddev"):
+            for a, b in zip(merged[column], merged[f"{column}_hta"], strict=True):
+                close(a, b, column)
+
+
+def test_idle_time_breakdown(both: tuple[Any, Any]) -> None:
+    ranks = [min(both[1].ranks)]
+    (theirs, their_stats), (ours, our_stats) = (
+        t.get_idle_time_breakdown(ranks=ranks, visualize=False, show_idle_interval_stats=True)
+        for t in both
+    )
+    same_shape(ours, theirs)
+    same_shape(our_stats, their_stats)
+    key = ["rank", "stream", "idle_category"]
+    theirs = theirs.sort_values(key, ignore_index=True)
+    ours = ours.sort_values(key, ignore_index=True)
+    assert ours[key].values.tolist() == theirs[key].values.tolist()
+    for a, b in zip(ours["idle_time"], theirs["idle_time"], strict=True):
+        close(a, b, "idle_time")
+    for a, b in zip(ours["idle_time_ratio"], theirs["idle_time_ratio"], strict=True):
+        assert (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 0.011
+
+
+def test_comm_comp_overlap(both: tuple[Any, Any]) -> None:
+    theirs, ours = (t.get_comm_comp_overlap(visualize=False) for t in both)
+    same_shape(ours, theirs)
+    for a, b in zip(ours["comp_comm_overlap_pctg"], theirs["comp_comm_overlap_pctg"], strict=True):
+        assert (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 0.5
+
+
+def test_queue_length(both: tuple[Any, Any]) -> None:
+    ranks = list(both[1].ranks)
+    their_series, our_series = (t.get_queue_length_time_series(ranks) for t in both)
+    assert our_series.keys() == their_series.keys()
+    for rank, theirs in their_series.items():
+        ours = our_series[rank]
+        same_shape(ours.drop(columns=["pid", "tid"]), theirs.drop(columns=["pid", "tid"]))
+        assert len(ours) == len(theirs)
+        assert sorted(ours["ts"]) == sorted(theirs["ts"])
+    theirs, ours = (t.get_queue_length_summary(ranks) for t in both)
+    if theirs is None:
+        assert ours is None
+        return
+    same_shape(ours, theirs)
+    assert list(ours.index) == list(theirs.index)
+    for column in ours.columns:
+        for a, b in zip(ours[column], theirs[column], strict=True):
+            close(a, b, str(column))
+
+
+def test_memory_bandwidth(both: tuple[Any, Any]) -> None:
+    ranks = list(both[1].ranks)
+    theirs, ours = (t.get_memory_bw_summary(ranks) for t in both)
+    if theirs is None or theirs.empty:
+        return  # no copies, or (ROCm) none with Kineto's bandwidth: HTA has no figure
+    same_shape(ours, theirs)
+    assert list(ours.index) == list(theirs.index)
+    for column in ours.columns:
+        for a, b in zip(ours[column], theirs[column], strict=True):
+            close(a, b, str(column))
+
+
+def test_launch_stats(both: tuple[Any, Any]) -> None:
+    ranks = list(both[1].ranks)
+    for memory in (True, False):
+        their_stats, our_stats = (
+            t.get_cuda_kernel_launch_stats(ranks, include_memory_events=memory, visualize=False)
+            for t in both
+        )
+        for rank, theirs in their_stats.items():
+            ours = our_stats[rank]
+            if theirs.empty:
+                continue  # cuLaunchKernel, hipLaunchKernel: HTA finds no launch
+            same_shape(ours, theirs)
+            assert list(ours["correlation"]) == list(theirs["correlation"])
+            for column in ("cpu_duration", "gpu_duration", "launch_delay"):
+                for a, b in zip(ours[column], theirs[column], strict=True):
+                    close(a, b, column)
+
+
+def test_profiler_steps(both: tuple[Any, Any]) -> None:
+    theirs, ours = (t.get_profiler_steps() for t in both)
+    assert ours == [int(s) for s in theirs]
+
+
+# -- the large traces, against HTA's figures -------------------------------------------
+
+
+def reference(name: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for file in ("hta_reference.json", "hta_reference_more.json"):
+        out |= json.loads(Path(shared_file(TRACES / file)).read_text())[name]
+    return out
+
+
+@pytest.mark.parametrize("name", LARGE)
+def test_large_traces_against_hta_reference(tmp_path: Path, name: str) -> None:
+    ref = reference(name)
+    ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, [name]))
+    temporal = ta.get_temporal_breakdown(visualize=False).iloc[0]
+    for column, value in ref["temporal"][0].items():
+        close(temporal[column], value, column)
+    types, _ = ta.get_gpu_kernel_breakdown(visualize=False)
+    ours = dict(zip(types["kernel_type"], types["sum"], strict=True))
+    # HTA also lists an overlap of touching intervals, 0 µs long.
+    assert ours.keys() == {t["kernel_type"] for t in ref["kernel_types"] if t["sum"]}
+    for t in ref["kernel_types"]:
+        close(ours.get(t["kernel_type"], 0), t["sum"], t["kernel_type"])
+    idle, _ = ta.get_idle_time_breakdown(visualize=False)
+    got = {(r.stream, r.idle_category): r.idle_time for r in idle.itertuples()}
+    assert got.keys() == {(r["stream"], r["idle_category"]) for r in ref["idle_time_breakdown"]}
+    for r in ref["idle_time_breakdown"]:
+        close(got[(r["stream"], r["idle_category"])], r["idle_time"], "idle_time")
+    queue = ta.get_queue_length_summary()
+    for row in ref["queue_length_summary"]:
+        ours_row = queue.loc[(row["('rank', '')"], row["('stream', '')"])]
+        for stat in ("count", "mean", "max"):
+            close(ours_row[("queue_length", stat)], row[f"('queue_length', '{stat}')"], stat)
+    launches = ta.get_cuda_kernel_launch_stats(visualize=False)[0].describe()
+    for row in ref["cuda_kernel_launch_stats"]:
+        if row["index"] in ("count", "mean", "max"):
+            for column in ("cpu_duration", "gpu_duration", "launch_delay"):
+                close(launches.loc[row["index"], column], row[column], f"{column} {row['index']}")
+
+
+@pytest.mark.parametrize("name", ["cpu_only_rank34.json.gz", "cupti_profiler_counters.json.gz"])
+def test_traces_hta_fails_on_give_frames(tmp_path: Path, name: str) -> None:
+    """HTA raises on these (no GPU work on a stream; no rank 0): gpuscope answers."""
+    ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, [name]))
+    temporal = ta.get_temporal_breakdown(visualize=False)
+    assert len(temporal) == 1
+    idle, _ = ta.get_idle_time_breakdown(visualize=False)
+    assert list(idle.columns) == ["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]
+    if name.startswith("cpu_only"):
+        assert ta.ranks == [34]
+        assert temporal["idle_time(us)"].isna().all()
+
+
+def test_methods_gpuscope_does_not_answer_say_so(tmp_path: Path) -> None:
+    ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, LIVE["alexnet"]))
+    with pytest.raises(NotImplementedError, match="critical_path_analysis"):
+        ta.critical_path_analysis(0, "ProfilerStep", 0)
+
+
+def test_visualize_without_plotting_says_so_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """visualize=True with neither plotly nor matplotlib: the frames as usual, and one
+    warning for the whole session."""
+    import gpuscope.notebook._pandas as frames
+
+    for module in ("plotly", "plotly.express", "matplotlib", "matplotlib.pyplot"):
+        monkeypatch.setitem(sys.modules, module, None)  # an import of it fails
+    monkeypatch.setattr(frames, "_said_no_plotting", False)
+    ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, LIVE["alexnet"]))
+    with pytest.warns(UserWarning, match="neither plotly nor matplotlib") as caught:
+        frames_shown = [ta.get_temporal_breakdown(), ta.get_comm_comp_overlap()]
+    assert len(caught) == 1
+    assert [len(f) for f in frames_shown] == [1, 1]
+
+
+def test_without_pandas_the_error_says_how_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match=r"pip install 'gpuscope\[notebook\]'"):
+        gpuscope.TraceAnalysis(trace_dir=str(tmp_path))
+
+
+def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "x.json").write_text("{not json")
+    with pytest.raises(gpuscope.BadInputError):
+        gpuscope.TraceAnalysis(trace_files={0: "x.json"}, trace_dir=str(tmp_path))
+    with pytest.raises(FileNotFoundError):
+        gpuscope.TraceAnalysis(trace_dir=str(tmp_path / "absent"))
+
+
+# -- beyond HTA ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "input_bound"),
+    [
+        ("resnet50_v100_memory_workers0.json.gz", True),
+        ("resnet50_v100_memory_workers4.json.gz", False),
+    ],
+)
+def test_step_overview_and_verdicts(tmp_path: Path, name: str, input_bound: bool) -> None:
+    """Each instant of a step goes to one category, so a step's categories add up to its
+    duration; the data loader is named with 0 workers and not with 4."""
+    ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, [name]))
+    steps = ta.get_step_overview()
+    assert list(steps["step"]) == [f"ProfilerStep#{n}" for n in range(5, 11)]
+    parts = [f"{c} (us)" for c in gpuscope._native.STEP_CATEGORIES]
+    for total, split in zip(steps["duration (us)"], steps[parts].sum(axis=1), strict=True):
+        assert split == pytest.approx(total, abs=1.0)
+    verdicts = ta.get_step_verdicts()
+    assert ("input_pipeline" in set(verdicts["kind"])) == input_bound
+
+
+def test_operators_gaps_memory_and_health(tmp_path: Path) -> None:
+    ta = gpuscope.TraceAnalysis(
+        trace_dir=trace_dir(tmp_path, ["resnet50_v100_memory_workers0.json.gz"])
+    )
+    by_gpu = ta.get_operators()
+    assert list(by_gpu["gpu (us)"]) == sorted(by_gpu["gpu (us)"], reverse=True)
+    assert (by_gpu["self (us)"] <= by_gpu["total (us)"]).all()
+    assert by_gpu["input_shapes"].isna().all()
+    shapes = ta.get_operators(by="shapes")
+    assert shapes["input_shapes"].notna().all()
+    with pytest.raises(ValueError, match="by must be one of"):
+        ta.get_operators(by="flops")
+    gaps = ta.get_gpu_gaps()
+    # With 0 workers the GPU waits on the data loader: it runs in the largest gap.
+    largest = gaps[gaps["duration (us)"] == gaps["duration (us)"].max()]
+    assert largest["cpu_name"].iloc[0].startswith("enumerate(DataLoader)")
+    memory = ta.get_memory_timeline()
+    assert len(memory) > 0
+    assert memory.groupby("device")["ts (us)"].is_monotonic_increasing.all()
+    assert list(ta.get_trace_health().columns) == ["kind", "rank", "count", "detail"]
