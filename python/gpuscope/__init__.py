@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from gpuscope.health.nonfinite import NonfiniteError, NonfiniteFinding, find_nonfinite
     from gpuscope.memory import MemoryProfiler, Schedule
     from gpuscope.memory.snapshots import oom_guard
-    from gpuscope.notebook import TraceAnalysis
+    from gpuscope.notebook import Run, TraceAnalysis
 
 # Names whose modules need torch (or pandas), imported on first access (PEP 562).
 _LAZY = {
@@ -41,8 +41,9 @@ _LAZY = {
     "NonfiniteError": "gpuscope.health.nonfinite",
     "NonfiniteFinding": "gpuscope.health.nonfinite",
     "find_nonfinite": "gpuscope.health.nonfinite",
-    # pandas, not torch, but imported on first use all the same.
+    # The notebook classes: pandas (imported when they are first used).
     "TraceAnalysis": "gpuscope.notebook",
+    "Run": "gpuscope.notebook",
 }
 
 
@@ -67,6 +68,7 @@ __all__ = [
     "NonfiniteFinding",
     "ProfileSession",
     "ProfilingConfig",
+    "Run",
     "Schedule",
     "TagSeries",
     "TraceAnalysis",

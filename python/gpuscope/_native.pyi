@@ -27,6 +27,7 @@ __all__ = [
     "instances_of",
     "memory_record_keys",
     "read_events",
+    "read_run_tables",
     "run_cli",
     "state_fingerprint",
     "summarize_trace",
@@ -166,6 +167,11 @@ def summarize_trace(
 ) -> str:
     """A few lines on each rank of the trace(s) at ``path`` (a file or a directory of
     ranks); with ``html``, also writes the ``gpuscope trace --format html`` page there."""
+
+def read_run_tables(path: str | PathLike[str]) -> dict[str, dict[str, list[Any]]]:
+    """The tables of the run directory at ``path`` as ``{table: {column: [values]}}``:
+    ``records``, ``sections``, ``gradients``, ``nonfinite``, ``gpu_samples``,
+    ``findings``; a table the run has no rows for is absent."""
 
 def analyze_trace(path: str | PathLike[str]) -> dict[str, Any]:
     """The ``gpuscope trace --format json`` document of the trace(s) at ``path``."""

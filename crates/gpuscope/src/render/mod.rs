@@ -1,6 +1,7 @@
 //! Renderers: turn model and analysis results into text for terminals, JSON for scripts,
 //! CSV for spreadsheets. They write to any `io::Write` and never compute a statistic.
 
+pub mod columns;
 pub mod compare;
 pub mod html;
 pub mod memory_timeline;
