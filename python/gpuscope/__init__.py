@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from gpuscope.health.nonfinite import NonfiniteError, NonfiniteFinding, find_nonfinite
     from gpuscope.memory import MemoryProfiler, Schedule
     from gpuscope.memory.snapshots import oom_guard
-    from gpuscope.notebook import Run, TraceAnalysis
+    from gpuscope.notebook import Run, Snapshot, TraceAnalysis
 
 # Names whose modules need torch (or pandas), imported on first access (PEP 562).
 _LAZY = {
@@ -44,6 +44,7 @@ _LAZY = {
     # The notebook classes: pandas (imported when they are first used).
     "TraceAnalysis": "gpuscope.notebook",
     "Run": "gpuscope.notebook",
+    "Snapshot": "gpuscope.notebook",
 }
 
 
@@ -70,6 +71,7 @@ __all__ = [
     "ProfilingConfig",
     "Run",
     "Schedule",
+    "Snapshot",
     "TagSeries",
     "TraceAnalysis",
     "WriterError",

@@ -29,6 +29,7 @@ __all__ = [
     "read_events",
     "read_run_tables",
     "run_cli",
+    "snapshot_tables",
     "state_fingerprint",
     "summarize_trace",
     "tensors_fingerprint",
@@ -172,6 +173,12 @@ def read_run_tables(path: str | PathLike[str]) -> dict[str, dict[str, list[Any]]
     """The tables of the run directory at ``path`` as ``{table: {column: [values]}}``:
     ``records``, ``sections``, ``gradients``, ``nonfinite``, ``gpu_samples``,
     ``findings``; a table the run has no rows for is absent."""
+
+def snapshot_tables(
+    source: str | PathLike[str] | bytes, frames: int = 1, *, trace: bool = True
+) -> dict[str, dict[str, list[Any]]]:
+    """The tables of a snapshot (a path, or a pickle's bytes) as
+    ``{table: {column: [values]}}``: every call site, not the report's top ones."""
 
 def analyze_trace(path: str | PathLike[str]) -> dict[str, Any]:
     """The ``gpuscope trace --format json`` document of the trace(s) at ``path``."""

@@ -11,13 +11,11 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use serde_json::{json, Value};
-
 use gpuscope::model::health::NonfiniteEvent;
 use gpuscope::model::memory::{self, MemoryRecord};
-use gpuscope::model::run::RunRead;
 use gpuscope::render::columns::Columns;
 use gpuscope::render::nonfinite::report_of;
+use gpuscope::render::report::columns::{findings_table, run_tables};
 use gpuscope::{read_run, report_runs, ProcessSampler, RunWriter, RunWriterOptions, RUN_DIR_VAR};
 
 use crate::error::IntoPy;
@@ -166,70 +164,6 @@ fn memory_record_keys() -> BTreeMap<&'static str, Vec<&'static str>> {
         .collect()
 }
 
-/// The parts of a record that are tables of their own, left out of the `records` table.
-const RECORD_PARTS: [&str; 5] = [
-    "modules_bytes",
-    "dtypes_bytes",
-    "large_tensors",
-    "sections",
-    "gradients",
-];
-
-/// `value` (an object) with `extra` keys first.
-fn with(extra: Value, value: Value) -> Value {
-    let (Value::Object(mut out), Value::Object(rest)) = (extra, value) else {
-        return Value::Null;
-    };
-    out.extend(rest);
-    Value::Object(out)
-}
-
-fn value(x: impl serde::Serialize) -> Value {
-    serde_json::to_value(x).unwrap_or(Value::Null)
-}
-
-/// The tables of a run directory, each as columns (`gpuscope.Run`).
-fn run_tables(run: &RunRead) -> BTreeMap<&'static str, Columns> {
-    let mut t: BTreeMap<&'static str, Columns> = BTreeMap::new();
-    for rank in &run.ranks {
-        for r in &rank.records {
-            let mut row = value(r);
-            if let Value::Object(map) = &mut row {
-                for part in RECORD_PARTS {
-                    map.remove(part);
-                }
-            }
-            t.entry("records").or_default().push(row, &[]);
-            let at = json!({"iteration": r.iteration, "rank": r.rank});
-            for (name, stats) in &r.sections {
-                let row = with(with(at.clone(), json!({"section": name})), value(stats));
-                t.entry("sections").or_default().push(row, &[]);
-            }
-            if let Some(g) = &r.gradients {
-                let row = with(
-                    json!({"record_iteration": r.iteration, "rank": r.rank}),
-                    value(g),
-                );
-                t.entry("gradients").or_default().push(row, &[]);
-            }
-        }
-        for e in &rank.nonfinite {
-            let row = with(json!({"rank": rank.rank}), value(e));
-            t.entry("nonfinite").or_default().push(row, &[]);
-        }
-    }
-    for sample in &run.samples {
-        for gpu in &sample.gpus {
-            let row = with(
-                json!({"time": sample.time, "source": sample.source}),
-                value(gpu),
-            );
-            t.entry("gpu_samples").or_default().push(row, &[]);
-        }
-    }
-    t
-}
-
 /// The tables of the run directory at `path` as `{table: {column: [values]}}`: `records`,
 /// `sections`, `gradients`, `nonfinite`, `gpu_samples`, and `findings` (the diagnosis of
 /// `gpuscope report`); a table the run has no rows for is absent.
@@ -240,10 +174,7 @@ fn read_run_tables(py: Python<'_>, path: PathBuf) -> PyResult<Py<PyAny>> {
             let run = read_run(&path, &mut |_, _| {})?;
             let mut tables = run_tables(&run);
             let report = report_runs(vec![run]);
-            let mut findings = Columns::default();
-            for d in &report.diagnoses {
-                findings.extend(&d.findings, &["evidence"]);
-            }
+            let findings = findings_table(&report.diagnoses);
             if !findings.is_empty() {
                 tables.insert("findings", findings);
             }

@@ -1,8 +1,9 @@
 """gpuscope in a notebook: pandas DataFrames of traces, shaped as Holistic Trace
-Analysis returns them (``gpuscope.TraceAnalysis``), and of run directories
-(``gpuscope.Run``). pandas is imported on first use: ``pip install 'gpuscope[notebook]'``."""
+Analysis returns them (``gpuscope.TraceAnalysis``), of run directories (``gpuscope.Run``)
+and of allocator snapshots (``gpuscope.Snapshot``). pandas is imported on first use: ``pip install 'gpuscope[notebook]'``."""
 
 from gpuscope.notebook.run import Run
+from gpuscope.notebook.snapshot import Snapshot
 from gpuscope.notebook.trace_analysis import TraceAnalysis
 
-__all__ = ["Run", "TraceAnalysis"]
+__all__ = ["Run", "Snapshot", "TraceAnalysis"]

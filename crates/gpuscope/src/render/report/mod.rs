@@ -1,6 +1,7 @@
 //! Renders `gpuscope report`: text for terminals, the `gpuscope.report/1` JSON document
 //! for scripts, and a self-contained HTML page with charts.
 
+pub mod columns;
 mod diagnosis;
 mod health;
 mod html;

@@ -2,6 +2,7 @@
 //! serialised as it is) and what text and page share here; text for an 80-column terminal
 //! in [`text`], a self-contained page in [`html`].
 
+pub mod columns;
 pub mod html;
 mod text;
 
