@@ -48,7 +48,7 @@ LARGE = [
 def trace_dir(tmp_path: Path, names: list[str]) -> str:
     """A directory of links to the shared traces ``names``, as both tools take it."""
     d = tmp_path / "traces"
-    d.mkdir(exist_ok=True)
+    d.mkdir(parents=True, exist_ok=True)
     for name in names:
         os.symlink(shared_file(TRACES / name), d / name)
     return str(d)
@@ -328,3 +328,42 @@ def test_operators_gaps_memory_and_health(tmp_path: Path) -> None:
     assert len(memory) > 0
     assert memory.groupby("device")["ts (us)"].is_monotonic_increasing.all()
     assert list(ta.get_trace_health().columns) == ["kind", "rank", "count", "detail"]
+
+
+# -- TraceDiff ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", ["ALL", "CPU", "GPU"])
+@pytest.mark.parametrize("short", [False, True])
+def test_trace_diff_against_hta(tmp_path: Path, device: str, short: bool) -> None:
+    """Rank 0 against rank 1 of the sampled pair, their first iteration: the same names,
+    counts, durations, columns, dtypes and order as HTA's TraceDiff."""
+    from hta.trace_diff import DeviceType as HtaDevice
+    from hta.trace_diff import TraceDiff as HtaDiff
+
+    control = trace_dir(tmp_path / "a", ["sampled_rank0.json.gz"])
+    test = trace_dir(tmp_path / "b", ["sampled_rank1.json.gz"])
+    theirs = HtaDiff.compare_traces(
+        control, test, device_type=getattr(HtaDevice, device), use_short_name=short
+    )
+    ours = gpuscope.TraceDiff.compare_traces(
+        control, test, device_type=getattr(gpuscope.DeviceType, device), use_short_name=short
+    )
+    same_shape(ours, theirs)
+    assert list(ours.index) == list(theirs.index)
+    for column in ("Control_counts", "Test_counts", "diff_counts", "counts_change_categories"):
+        assert list(ours[column]) == list(theirs[column]), column
+    for column in ("Control_total_duration", "Test_total_duration", "diff_duration"):
+        for a, b in zip(ours[column], theirs[column], strict=True):
+            close(a, b, column)
+    if not short:
+        hta_ops = HtaDiff.ops_diff(control, test, device_type=getattr(HtaDevice, device))
+        assert gpuscope.TraceDiff.ops_diff(
+            control, test, device_type=getattr(gpuscope.DeviceType, device)
+        ) == {k: list(v) for k, v in hta_ops.items()}
+
+
+def test_trace_diff_needs_an_iteration(tmp_path: Path) -> None:
+    d = trace_dir(tmp_path, LIVE["alexnet"])
+    with pytest.raises(ValueError, match="doesn't have any iteration"):
+        gpuscope.TraceDiff.compare_traces(d, d)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from gpuscope.health.nonfinite import NonfiniteError, NonfiniteFinding, find_nonfinite
     from gpuscope.memory import MemoryProfiler, Schedule
     from gpuscope.memory.snapshots import oom_guard
-    from gpuscope.notebook import Run, Snapshot, TraceAnalysis
+    from gpuscope.notebook import DeviceType, Run, Snapshot, TraceAnalysis, TraceDiff
 
 # Names whose modules need torch (or pandas), imported on first access (PEP 562).
 _LAZY = {
@@ -45,6 +45,8 @@ _LAZY = {
     "TraceAnalysis": "gpuscope.notebook",
     "Run": "gpuscope.notebook",
     "Snapshot": "gpuscope.notebook",
+    "TraceDiff": "gpuscope.notebook",
+    "DeviceType": "gpuscope.notebook",
 }
 
 
@@ -59,6 +61,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BadInputError",
+    "DeviceType",
     "EventData",
     "EventFileInfo",
     "EventWriter",
@@ -74,6 +77,7 @@ __all__ = [
     "Snapshot",
     "TagSeries",
     "TraceAnalysis",
+    "TraceDiff",
     "WriterError",
     "__version__",
     "add_argparse_flags",

@@ -251,6 +251,37 @@ impl TraceSet {
         })
     }
 
+    /// Every profiler step of trace `k`, the last included.
+    fn all_steps(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
+        self.one(py, k, |t, _| {
+            rows::profiler_steps(&t.trace, &scope_with(&t.trace, self.clock, true))
+        })
+    }
+
+    /// Trace `k`'s events of `device` (`CPU`, `GPU` or `ALL`) in `iterations`, by name.
+    fn ops(
+        &self,
+        py: Python<'_>,
+        k: usize,
+        iterations: Vec<u64>,
+        device: &str,
+    ) -> PyResult<Py<PyAny>> {
+        let side = match device {
+            "CPU" => rows::Side::Cpu,
+            "GPU" => rows::Side::Gpu,
+            "ALL" => rows::Side::All,
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "device must be CPU, GPU or ALL, not {other:?}"
+                )))
+            }
+        };
+        self.one(py, k, |t, _| {
+            let every_event = scope_with(&t.trace, self.clock, true);
+            rows::iteration_ops(&t.trace, &every_event, &iterations, side)
+        })
+    }
+
     /// Trace `k`'s ranges of stream and correlation ids.
     fn id_ranges(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
         self.one(py, k, |t, _| rows::id_ranges(&t.trace))

@@ -5,6 +5,9 @@
 //! events ([`Scope`]) and on the same clock as the summaries. Times are µs, relative to
 //! `origin` (ns on the traces' clock: HTA counts from the earliest event of all ranks).
 
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::idle::{gaps, IdleCause};
@@ -12,7 +15,7 @@ use super::kernel_type::KernelType;
 use super::kernels::kernel_stats;
 use super::launches::Launch;
 use super::queue::changes;
-use super::scope::Scope;
+use super::scope::{on_gpu, Scope};
 use crate::model::trace::{Kind, Trace, NONE};
 
 /// Each kernel name's statistics (HTA's `get_gpu_kernel_breakdown`, before it folds the
@@ -175,7 +178,7 @@ pub fn bandwidth_table(trace: &Trace, scope: &Scope, origin: i64) -> BandwidthTa
         points.push((end, true, i, kind, -gbps));
     }
     points.sort_by_key(|p| (p.0, p.1, p.2));
-    let mut running: std::collections::BTreeMap<String, f64> = Default::default();
+    let mut running: BTreeMap<String, f64> = BTreeMap::new();
     let mut out = BandwidthTable::default();
     for (t, _, i, kind, delta) in points {
         let level = running.entry(kind.clone()).or_default();
@@ -214,6 +217,102 @@ pub fn launch_table(trace: &Trace, launches: &[Launch], memory: bool) -> LaunchT
         out.cpu_duration.push(micros(l.cpu_ns));
         out.gpu_duration.push(micros(l.gpu_ns));
         out.launch_delay.push(micros(l.delay_ns));
+    }
+    out
+}
+
+/// Which events a trace diff counts (HTA's `DeviceType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Events without a CUDA stream.
+    Cpu,
+    /// Events on a CUDA stream.
+    Gpu,
+    /// Both.
+    All,
+}
+
+/// The operators and kernels of some iterations, by name (HTA's `TraceDiff`).
+#[derive(Debug, Default, Serialize)]
+pub struct OpsTable {
+    /// The event's name.
+    pub name: Vec<String>,
+    /// How many events of that name.
+    pub counts: Vec<u64>,
+    /// Their total duration, µs.
+    pub total_duration: Vec<f64>,
+}
+
+/// The profiler step each event belongs to: a CPU event's is the `ProfilerStep#N` it
+/// starts in, GPU work's that of the runtime call that launched it (by correlation id).
+/// Work on stream 0 has none, as in HTA.
+fn iteration_of_each(trace: &Trace) -> Vec<Option<u64>> {
+    let e = &trace.events;
+    let mut steps: Vec<(i64, i64, u64)> = (0..e.len())
+        .filter(|&i| !on_gpu(trace, i))
+        .filter_map(|i| {
+            let n = trace
+                .names
+                .get(e.name[i])
+                .strip_prefix("ProfilerStep#")?
+                .parse()
+                .ok()?;
+            Some((e.ts[i], e.end(i), n))
+        })
+        .collect();
+    steps.sort_unstable();
+    let step_at = |ts: i64| {
+        let k = steps.partition_point(|s| s.0 <= ts).checked_sub(1)?;
+        (ts < steps[k].1).then_some(steps[k].2)
+    };
+    let mut out: Vec<Option<u64>> = (0..e.len())
+        .map(|i| {
+            if on_gpu(trace, i) {
+                None
+            } else {
+                step_at(e.ts[i])
+            }
+        })
+        .collect();
+    let by_correlation: FxHashMap<i64, u64> = (0..e.len())
+        .filter(|&i| e.correlation[i] != NONE)
+        .filter_map(|i| Some((e.correlation[i], out[i]?)))
+        .collect();
+    for (i, slot) in out.iter_mut().enumerate() {
+        if on_gpu(trace, i) && e.stream[i] != 0 {
+            *slot = by_correlation.get(&e.correlation[i]).copied();
+        }
+    }
+    out
+}
+
+/// The events of `side` in `iterations`, by name (sorted), with their count and total
+/// duration on `scope`'s clock. The allocator's instants and the profiler's own span are
+/// not events here.
+pub fn iteration_ops(trace: &Trace, scope: &Scope, iterations: &[u64], side: Side) -> OpsTable {
+    let e = &trace.events;
+    let mut by_name: BTreeMap<&str, (u64, i64)> = BTreeMap::new();
+    for (i, iteration) in iteration_of_each(trace).into_iter().enumerate() {
+        let wanted = match side {
+            Side::Cpu => !on_gpu(trace, i),
+            Side::Gpu => on_gpu(trace, i),
+            Side::All => true,
+        };
+        if !wanted
+            || matches!(e.kind[i], Kind::Memory | Kind::ProfilerSpan)
+            || !iteration.is_some_and(|n| iterations.contains(&n))
+        {
+            continue;
+        }
+        let entry = by_name.entry(trace.names.get(e.name[i])).or_default();
+        entry.0 += 1;
+        entry.1 += scope.duration(trace, i);
+    }
+    let mut out = OpsTable::default();
+    for (name, (count, ns)) in by_name {
+        out.name.push(name.to_owned());
+        out.counts.push(count);
+        out.total_duration.push(micros(ns));
     }
     out
 }
