@@ -206,3 +206,51 @@ def test_one_pass_of_gradient_norms_per_iteration(
     assert norm_passes_between_records(tmp_path / "a", monkeypatch, explicit, clip=False) == n
     clipped = norm_passes_between_records(tmp_path / "b", monkeypatch, explicit, clip=True)
     assert clipped == (3 if explicit else 2) * n
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("explicit", [True, False])
+def test_no_synchronisation_between_records_on_cuda(tmp_path: Path, explicit: bool) -> None:
+    """On a GPU, under ``torch.cuda.set_sync_debug_mode("error")`` (every synchronising
+    call raises), iterations not due for a record run with the hooks, explicit or
+    zero-touch, as the plain loop runs: without one synchronisation."""
+    device = torch.device("cuda")
+    x, y = torch.randn(32, 16, device=device), torch.randn(32, 4, device=device)
+
+    def run(hooked: bool) -> None:
+        """Iteration 0 (due for a record; AdamW makes its state), then ITERATIONS with
+        synchronisations as errors; ``hooked``: with gpuscope."""
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4)).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+        scope = None
+        if hooked:
+            scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=EVERY)
+        for it in [0, *ITERATIONS]:
+            if it == ITERATIONS.start:
+                torch.cuda.synchronize()
+                torch.cuda.set_sync_debug_mode("error")
+            opt.zero_grad()
+            out = model(x)
+            parts = {"mse": (out - y).pow(2).mean(), "l1": 1e-3 * out.abs().mean()}
+            loss = parts["mse"] + parts["l1"]
+            loss.backward()
+            if scope is not None and explicit:
+                scope.record_gradients(it, clip_max_norm=1.0)
+                scope.check_finite(it, losses=parts, loss=loss)
+            opt.step()
+            if scope is not None:
+                scope.step(it, losses=parts, loss=loss)
+        torch.cuda.set_sync_debug_mode("default")
+        if scope is not None:
+            scope.close()
+
+    try:
+        run(hooked=False)
+    except RuntimeError as e:  # this torch's own loop synchronises: nothing to compare
+        torch.cuda.set_sync_debug_mode("default")
+        pytest.skip(f"the plain loop synchronises on this torch: {e}")
+    try:
+        run(hooked=True)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
