@@ -158,6 +158,26 @@ def test_queue_length(both: tuple[Any, Any]) -> None:
             close(a, b, str(column))
 
 
+def test_time_blocked_on_a_full_queue(both: tuple[Any, Any]) -> None:
+    """At a limit some queues reach (HTA keeps one stream per rank: that one must agree)."""
+    ranks = list(both[1].ranks)
+    for limit in (2, 4, 1024):
+        theirs, ours = (
+            t.get_time_spent_blocked_on_full_queue(t.get_queue_length_time_series(ranks), limit)
+            for t in both
+        )
+        assert list(ours.columns) == list(theirs.columns)
+        got = {(r.rank, r.stream): r for r in ours.itertuples()}
+        for row in theirs.itertuples():
+            mine = got[(row.rank, row.stream)]
+            close(mine.duration_at_max_queue_length, row.duration_at_max_queue_length, "blocked")
+            rel_theirs = row.relative_duration_at_max_queue_length
+            assert (
+                abs(mine.relative_duration_at_max_queue_length - rel_theirs)
+                <= 0.005 * rel_theirs + 1e-6
+            )
+
+
 def test_memory_bandwidth(both: tuple[Any, Any]) -> None:
     ranks = list(both[1].ranks)
     theirs, ours = (t.get_memory_bw_summary(ranks) for t in both)

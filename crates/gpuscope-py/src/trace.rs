@@ -282,6 +282,11 @@ impl TraceSet {
         })
     }
 
+    /// Trace `k`'s span from its first event's start to its last one's, µs.
+    fn start_span(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
+        self.one(py, k, |t, s| rows::start_span(&t.trace, s))
+    }
+
     /// Trace `k`'s ranges of stream and correlation ids.
     fn id_ranges(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
         self.one(py, k, |t, _| rows::id_ranges(&t.trace))

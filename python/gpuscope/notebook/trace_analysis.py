@@ -278,6 +278,34 @@ class TraceAnalysis:
         changed; HTA adds a ``rank`` column to them)."""
         return _described(queue_length_dict, ["rank", "stream"], "queue_length")
 
+    def get_time_spent_blocked_on_full_queue(
+        self, queue_length_dict: dict[int, pd.DataFrame], max_queue_length: int = 1024
+    ) -> pd.DataFrame:
+        """Per rank and stream of ``queue_length_dict`` (from
+        :meth:`get_queue_length_time_series`), the time (µs) its launch queue held
+        ``max_queue_length`` or more, and that time's share of the trace (first event's
+        start to last one's). Every such stream has a row (HTA keeps one per rank)."""
+        columns: dict[str, list[Any]] = {
+            "rank": [],
+            "stream": [],
+            "duration_at_max_queue_length": [],
+            "relative_duration_at_max_queue_length": [],
+        }
+        for rank, series in queue_length_dict.items():
+            span = self._set.start_span(self.ranks.index(rank))
+            for stream, of_stream in series.groupby("stream", sort=True):
+                lasting = of_stream["ts"].shift(-1) - of_stream["ts"]
+                full = lasting[of_stream["queue_length"] >= max_queue_length]
+                if full.empty:
+                    continue
+                columns["rank"].append(rank)
+                columns["stream"].append(stream)
+                columns["duration_at_max_queue_length"].append(float(full.sum()))
+                columns["relative_duration_at_max_queue_length"].append(
+                    float(full.sum()) / span if span else float("nan")
+                )
+        return frame(columns, {"rank": "int64", "stream": "int64"})
+
     def get_memory_bw_time_series(self, ranks: list[int] | None = None) -> dict[int, pd.DataFrame]:
         """Per rank (default: rank 0), the bandwidth of each kind of copy over time
         (``Memcpy HtoD``, ``Memset``, ...), GB/s, changing at each copy's start and end;
@@ -467,9 +495,6 @@ class TraceAnalysis:
             "get_potential_stragglers",
             "; `gpuscope trace DIR` compares the ranks and names stragglers",
         )
-
-    def get_time_spent_blocked_on_full_queue(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _not_answered("get_time_spent_blocked_on_full_queue")
 
     def critical_path_analysis(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("critical_path_analysis")

@@ -317,6 +317,21 @@ pub fn iteration_ops(trace: &Trace, scope: &Scope, iterations: &[u64], side: Sid
     out
 }
 
+/// From the first start of an event of `scope` to the last start, µs (HTA's trace
+/// duration, which the time at a full launch queue is a share of).
+pub fn start_span(trace: &Trace, scope: &Scope) -> f64 {
+    let starts = scope.cpu.iter().chain(&scope.gpu).copied();
+    let starts = starts
+        .filter(|&i| !matches!(trace.events.kind[i], Kind::Memory | Kind::ProfilerSpan))
+        .map(|i| scope.interval(trace, i).0);
+    let (lo, hi) = starts.fold((i64::MAX, i64::MIN), |(lo, hi), t| (lo.min(t), hi.max(t)));
+    if lo > hi {
+        0.0
+    } else {
+        micros(hi - lo)
+    }
+}
+
 /// The numbers of the profiler steps (`ProfilerStep#N`) in `scope`, ascending.
 pub fn profiler_steps(trace: &Trace, scope: &Scope) -> Vec<u64> {
     let e = &trace.events;
