@@ -362,6 +362,18 @@ class TraceAnalysis:
                 )
         return out
 
+    def all_profiler_steps(self, rank: int) -> list[int]:
+        """Every profiler step number of ``rank``'s trace, the last one included."""
+        return list(self._set.all_steps(self._chosen([rank])[0][1]))
+
+    def iteration_ops(self, rank: int, iterations: list[int], device: str = "ALL") -> pd.DataFrame:
+        """``rank``'s events in the profiler steps ``iterations`` by name: count and total
+        duration (µs); ``device``: ``CPU`` (no CUDA stream), ``GPU`` or ``ALL``. A CPU
+        event belongs to the step it starts in, GPU work to its launch's step (what
+        :class:`gpuscope.TraceDiff` compares)."""
+        k = self._chosen([rank])[0][1]
+        return frame(self._set.ops(k, iterations, device), {"name": "str", "counts": "int64"})
+
     # -- beyond HTA ---------------------------------------------------------------------
 
     @property

@@ -75,14 +75,13 @@ class TraceDiff:
         for rank in _listed(ranks) or [ta.ranks[0]]:
             if rank not in ta.ranks:
                 raise ValueError(f"trace {label} has no rank {rank}: its ranks are {ta.ranks}")
-            k = ta.ranks.index(rank)
             steps = _listed(iterations)
             if steps is None:
-                every = ta._set.all_steps(k)
+                every = ta.all_profiler_steps(rank)
                 if not every:
                     raise ValueError(f"Trace {label} doesn't have any iteration.")
                 steps = [every[0]]
-            parts.append(pd.DataFrame(ta._set.ops(k, steps, device_type.name)))
+            parts.append(ta.iteration_ops(rank, steps, device_type.name))
         ops = pd.concat(parts, ignore_index=True)
         column = "short_name" if use_short_name else "name"
         if use_short_name:
