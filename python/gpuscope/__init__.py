@@ -26,6 +26,7 @@ from gpuscope.events import EventWriter, read_events
 from gpuscope.flags import add_argparse_flags
 from gpuscope.nvtx import capture
 from gpuscope.profiling import ProfileSession, ProfilingConfig, profile
+from gpuscope.ranks import merge_rank_summaries, rank_summary
 
 if TYPE_CHECKING:
     from gpuscope.health.nonfinite import NonfiniteError, NonfiniteFinding, find_nonfinite
@@ -84,8 +85,10 @@ __all__ = [
     "analyze_snapshot",
     "capture",
     "find_nonfinite",
+    "merge_rank_summaries",
     "nvtx",
     "oom_guard",
     "profile",
+    "rank_summary",
     "read_events",
 ]

@@ -26,6 +26,8 @@ __all__ = [
     "heap_in_use",
     "instances_of",
     "memory_record_keys",
+    "merge_rank_summaries",
+    "rank_summary",
     "read_events",
     "read_run_tables",
     "run_cli",
@@ -179,6 +181,12 @@ def snapshot_tables(
 ) -> dict[str, dict[str, list[Any]]]:
     """The tables of a snapshot (a path, or a pickle's bytes) as
     ``{table: {column: [values]}}``: every call site, not the report's top ones."""
+
+def rank_summary(path: str | PathLike[str], hta_clock: bool = False) -> dict[str, Any]:
+    """The ``gpuscope.rank_summary/1`` summary of one trace file."""
+
+def merge_rank_summaries(summaries: list[Any]) -> dict[str, Any]:
+    """The ``gpuscope.ranks/1`` merge of rank summaries."""
 
 def analyze_trace(path: str | PathLike[str]) -> dict[str, Any]:
     """The ``gpuscope trace --format json`` document of the trace(s) at ``path``."""

@@ -14,6 +14,7 @@ use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;
 use gpuscope::analysis::trace::rows;
 use gpuscope::analysis::trace::scope::{scope_with, Scope};
 use gpuscope::analysis::trace::steps::Category;
+use gpuscope::analysis::trace::summary::{self, RankSummary};
 use gpuscope::analysis::trace::temporal::temporal;
 use gpuscope::model::trace::Kind;
 use gpuscope::render::trace as render;
@@ -299,8 +300,63 @@ impl TraceSet {
     }
 }
 
+/// The `gpuscope.rank_summary/1` summary of the one trace file at `path`, as a dict.
+#[pyfunction]
+#[pyo3(signature = (path, hta_clock=false))]
+fn rank_summary(py: Python<'_>, path: PathBuf, hta_clock: bool) -> PyResult<Py<PyAny>> {
+    let clock = if hta_clock {
+        Clock::HtaRounded
+    } else {
+        Clock::Exact
+    };
+    let summary = py
+        .detach(|| -> gpuscope::Result<RankSummary> {
+            if path.is_dir() {
+                return Err(gpuscope::Error::bad_input(
+                    &path,
+                    "a directory: rank_summary takes one rank's trace file",
+                ));
+            }
+            let loaded = load_traces(&path, &mut |_, _| {})?;
+            Ok(summary::rank_summary(&loaded.traces[0], clock))
+        })
+        .py_err()?;
+    Ok(pythonize::pythonize(py, &summary)?.unbind())
+}
+
+/// The `gpuscope.ranks/1` merge of rank summaries (dicts as `rank_summary` returns them).
+#[pyfunction]
+fn merge_rank_summaries(py: Python<'_>, summaries: Vec<Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    let parsed: Vec<RankSummary> = summaries
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            pythonize::depythonize(s).map_err(|e| {
+                crate::error::BadInputError::new_err(format!(
+                    "summary {k} is not a gpuscope.rank_summary/1 summary: {e}"
+                ))
+            })
+        })
+        .collect::<PyResult<_>>()?;
+    if let Some((k, s)) = parsed
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.schema != summary::SUMMARY_SCHEMA)
+    {
+        return Err(crate::error::BadInputError::new_err(format!(
+            "summary {k} has schema {:?}, not {}",
+            s.schema,
+            summary::SUMMARY_SCHEMA
+        )));
+    }
+    let merged = py.detach(|| summary::merge_rank_summaries(&parsed));
+    Ok(pythonize::pythonize(py, &merged)?.unbind())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(summarize_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(rank_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_rank_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_trace, m)?)?;
     m.add(
         "STEP_CATEGORIES",

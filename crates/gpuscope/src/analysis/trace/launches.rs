@@ -6,7 +6,7 @@
 
 use rustc_hash::FxHashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::scope::Scope;
 use crate::model::trace::{Trace, NONE};
@@ -77,7 +77,7 @@ pub fn launches(trace: &Trace, scope: &Scope) -> Vec<Launch> {
 }
 
 /// Percentiles and extremes of a set of durations, µs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Distribution {
     /// Mean.
     pub mean_us: f64,
@@ -107,7 +107,7 @@ impl Distribution {
 }
 
 /// What the launches of a rank say.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchStats {
     /// Launches paired with their work.
     pub count: usize,

@@ -22,6 +22,7 @@ pub mod report;
 pub mod rows;
 pub mod scope;
 pub mod steps;
+pub mod summary;
 pub mod temporal;
 
 use self::diff::{diff, TraceDiff};

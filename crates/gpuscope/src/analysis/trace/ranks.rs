@@ -3,7 +3,7 @@
 //! waits in its collectives for the slowest, so the straggler is the rank that computes
 //! longest — and communicates least, since it waits least.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::clamp::non_negative;
 use super::report::RankReport;
@@ -12,7 +12,7 @@ use super::report::RankReport;
 pub const STRAGGLER_PERCENT: f64 = 5.0;
 
 /// One rank's figures in the comparison.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RankFigures {
     /// The rank.
     pub rank: u32,
@@ -27,7 +27,7 @@ pub struct RankFigures {
 }
 
 /// A rank slower than the others.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Straggler {
     /// The rank.
     pub rank: u32,
@@ -36,12 +36,31 @@ pub struct Straggler {
 }
 
 /// The ranks compared.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RankComparison {
     /// Every rank with GPU work, in rank order.
     pub ranks: Vec<RankFigures>,
     /// Ranks computing [`STRAGGLER_PERCENT`] or more longer than the median, slowest first.
     pub stragglers: Vec<Straggler>,
+}
+
+/// The figures of one rank's report; `None` without GPU work.
+pub fn figures_of(r: &RankReport) -> Option<RankFigures> {
+    let t = r.temporal.as_ref()?;
+    Some(RankFigures {
+        rank: r.rank,
+        mean_step_us: r.steps.as_ref().map(|s| s.mean.duration_us),
+        compute_us: t.compute_time_us,
+        // A rank without communication sums nothing: −0.0, not 0.
+        communication_us: non_negative(
+            r.kernel_types
+                .iter()
+                .filter(|k| k.kernel_type.contains("COMMUNICATION"))
+                .map(|k| k.sum_us)
+                .sum(),
+        ),
+        idle_us: t.idle_time_us,
+    })
 }
 
 /// The comparison of `ranks`; `None` for fewer than two ranks with GPU work.
@@ -54,26 +73,12 @@ pub fn compare_ranks(ranks: &[RankReport]) -> Option<RankComparison> {
     if seen.len() < ranks.len() {
         return None;
     }
-    let figures: Vec<RankFigures> = ranks
-        .iter()
-        .filter_map(|r| {
-            let t = r.temporal.as_ref()?;
-            Some(RankFigures {
-                rank: r.rank,
-                mean_step_us: r.steps.as_ref().map(|s| s.mean.duration_us),
-                compute_us: t.compute_time_us,
-                // A rank without communication sums nothing: −0.0, not 0.
-                communication_us: non_negative(
-                    r.kernel_types
-                        .iter()
-                        .filter(|k| k.kernel_type.contains("COMMUNICATION"))
-                        .map(|k| k.sum_us)
-                        .sum(),
-                ),
-                idle_us: t.idle_time_us,
-            })
-        })
-        .collect();
+    compare(ranks.iter().filter_map(figures_of).collect())
+}
+
+/// The comparison of the ranks' `figures`: the stragglers (README, "Many ranks"); `None`
+/// for fewer than two.
+pub fn compare(figures: Vec<RankFigures>) -> Option<RankComparison> {
     if figures.len() < 2 {
         return None;
     }

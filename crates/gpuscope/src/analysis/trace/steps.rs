@@ -5,7 +5,7 @@
 //! the data loader whatever the GPU did. Then recommendations by fixed thresholds (README,
 //! "The step verdicts of `gpuscope trace`").
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::intervals::{intersection, length, merge, Interval};
 use super::kernel_type::KernelType;
@@ -49,7 +49,7 @@ words! {
 }
 
 /// One profiler step.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
     /// `ProfilerStep#N`.
     pub name: String,

@@ -1,0 +1,295 @@
+//! One rank's trace reduced to a few kilobytes, and many ranks' summaries merged: what
+//! the cross-rank views need, so that a job of thousands of ranks is compared without
+//! holding any rank's full report. A summary is a pure function of one file, so it can
+//! run where the file is (a Dask or Ray worker, a Slurm array task); the merge runs on
+//! one machine. Every list is capped: a summary stays under [`MAX_SUMMARY_BYTES`] as
+//! JSON whatever the number of events or steps.
+
+use serde::{Deserialize, Serialize};
+
+use super::kernel_type::KernelType;
+use super::kernels::kernel_stats;
+use super::launches::LaunchStats;
+use super::ranks::{compare, figures_of, RankComparison, RankFigures};
+use super::report::report;
+use super::scope::{scope, Clock};
+use super::steps::Step;
+use crate::model::trace::TraceFile;
+
+/// The schema of a summary.
+pub const SUMMARY_SCHEMA: &str = "gpuscope.rank_summary/1";
+/// The schema of merged summaries.
+pub const RANKS_SCHEMA: &str = "gpuscope.ranks/1";
+/// The most a summary takes as JSON, bytes.
+pub const MAX_SUMMARY_BYTES: usize = 16 * 1024;
+/// Steps kept: the first and the last half of this many.
+const MAX_STEPS: usize = 48;
+/// Kernels and collectives kept, by total time.
+const MAX_KERNELS: usize = 8;
+
+/// A kernel (or a collective) by name, over the trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelTime {
+    /// The kernel's name, cut to [`MAX_NAME`] characters.
+    pub name: String,
+    /// How many times it ran.
+    pub count: u64,
+    /// Total time, µs.
+    pub total_us: f64,
+    /// Mean, µs.
+    pub mean_us: f64,
+    /// Longest run, µs.
+    pub max_us: f64,
+}
+
+/// Characters of a kernel name kept (C++ template names run to kilobytes).
+const MAX_NAME: usize = 120;
+
+/// One rank's trace in a few kilobytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankSummary {
+    /// [`SUMMARY_SCHEMA`].
+    pub schema: String,
+    /// The rank.
+    pub rank: u32,
+    /// Where the rank came from: `metadata` (`distributedInfo.rank`), `file_name`, or
+    /// `default` (0).
+    pub rank_from: String,
+    /// The trace file's name.
+    pub file: String,
+    /// What the stragglers are found from; `null` without GPU work.
+    pub figures: Option<RankFigures>,
+    /// Profiler steps in the trace.
+    pub steps_total: usize,
+    /// The first and last profiler steps (all when there are few): duration and where
+    /// it went (the step overview's categories, µs).
+    pub steps: Vec<Step>,
+    /// Communication kernels by name, most time first.
+    pub collectives: Vec<KernelTime>,
+    /// The launches; `null` without any.
+    pub launches: Option<LaunchStats>,
+    /// The kernels with the most time.
+    pub top_kernels: Vec<KernelTime>,
+}
+
+fn kernel_time(k: &super::kernels::KernelStats) -> KernelTime {
+    KernelTime {
+        name: k.name.chars().take(MAX_NAME).collect(),
+        count: k.count,
+        total_us: k.sum_us,
+        mean_us: k.mean_us,
+        max_us: k.max_us,
+    }
+}
+
+/// The summary of `file` on `clock`.
+pub fn rank_summary(file: &TraceFile, clock: Clock) -> RankSummary {
+    let r = report(std::slice::from_ref(file), clock, MAX_KERNELS)
+        .pop()
+        .expect("one report per trace");
+    let trace = &file.trace;
+    let s = scope(trace, clock);
+    let collectives: Vec<KernelTime> = kernel_stats(trace, &s, |i| {
+        s.kernel_type(trace, i) == KernelType::Communication
+    })
+    .iter()
+    .take(MAX_KERNELS)
+    .map(kernel_time)
+    .collect();
+    let all_steps = r
+        .steps
+        .as_ref()
+        .map(|o| o.steps.clone())
+        .unwrap_or_default();
+    let steps_total = all_steps.len();
+    let steps = if steps_total <= MAX_STEPS {
+        all_steps
+    } else {
+        let half = MAX_STEPS / 2;
+        let mut kept = all_steps[..half].to_vec();
+        kept.extend_from_slice(&all_steps[steps_total - half..]);
+        kept
+    };
+    RankSummary {
+        schema: SUMMARY_SCHEMA.to_owned(),
+        rank: r.rank,
+        rank_from: trace.rank_from.as_str().to_owned(),
+        file: file
+            .path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        figures: figures_of(&r),
+        steps_total,
+        steps,
+        collectives,
+        launches: r.launches.clone(),
+        top_kernels: r
+            .top_kernels
+            .iter()
+            .filter(|k| k.kernel_type.is_some())
+            .map(kernel_time)
+            .collect(),
+    }
+}
+
+/// A profiler step across the ranks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepSpread {
+    /// `ProfilerStep#N`.
+    pub name: String,
+    /// Ranks that have it.
+    pub ranks: usize,
+    /// Shortest, median and longest duration across them, µs.
+    pub min_us: f64,
+    /// Median.
+    pub median_us: f64,
+    /// Longest.
+    pub max_us: f64,
+    /// The rank with the longest.
+    pub slowest_rank: u32,
+}
+
+/// A collective whose time differs across ranks: the ranks that wait longest in it wait
+/// on a slow peer (the straggler spends least), where the same time everywhere means the
+/// communication itself is slow.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CollectiveSpread {
+    /// The kernel's name.
+    pub name: String,
+    /// Ranks that ran it.
+    pub ranks: usize,
+    /// Least and most total time across them, µs.
+    pub min_total_us: f64,
+    /// Most.
+    pub max_total_us: f64,
+    /// The rank with the least (the one the others wait for, when it is a straggler).
+    pub least_rank: u32,
+    /// The rank with the most.
+    pub most_rank: u32,
+}
+
+/// A rank without some of the steps other ranks have.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MissingSteps {
+    /// The rank.
+    pub rank: u32,
+    /// How many of the steps the other ranks have it lacks.
+    pub missing: usize,
+}
+
+/// Many ranks' summaries, merged.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RanksView {
+    /// [`RANKS_SCHEMA`].
+    pub schema: &'static str,
+    /// The ranks merged, ascending.
+    pub ranks: Vec<u32>,
+    /// Each rank's figures and the stragglers, as `gpuscope trace DIR` reports them
+    /// (`null` with fewer than two ranks with GPU work).
+    pub comparison: Option<RankComparison>,
+    /// Each profiler step kept in the summaries, across the ranks.
+    pub steps: Vec<StepSpread>,
+    /// Ranks missing steps that other ranks have.
+    pub missing_steps: Vec<MissingSteps>,
+    /// Collectives, the widest spread of total time first.
+    pub collectives: Vec<CollectiveSpread>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The merge of `summaries`.
+pub fn merge_rank_summaries(summaries: &[RankSummary]) -> RanksView {
+    let mut ranks: Vec<u32> = summaries.iter().map(|s| s.rank).collect();
+    ranks.sort_unstable();
+    let comparison = compare(summaries.iter().filter_map(|s| s.figures.clone()).collect());
+    let mut by_step: std::collections::BTreeMap<&str, Vec<(u32, f64)>> = Default::default();
+    for s in summaries {
+        for step in &s.steps {
+            by_step
+                .entry(&step.name)
+                .or_default()
+                .push((s.rank, step.duration_us));
+        }
+    }
+    let mut steps: Vec<StepSpread> = by_step
+        .iter()
+        .map(|(name, v)| {
+            let slowest = v
+                .iter()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("non-empty");
+            StepSpread {
+                name: (*name).to_owned(),
+                ranks: v.len(),
+                min_us: v.iter().map(|x| x.1).fold(f64::INFINITY, f64::min),
+                median_us: median(v.iter().map(|x| x.1).collect()),
+                max_us: slowest.1,
+                slowest_rank: slowest.0,
+            }
+        })
+        .collect();
+    steps.sort_by_key(|s| step_number(&s.name));
+    let everyone = by_step.len();
+    // Only ranks whose every step is in their summary can be said to miss one.
+    let mut missing_steps: Vec<MissingSteps> = summaries
+        .iter()
+        .filter(|s| s.steps_total <= MAX_STEPS)
+        .map(|s| MissingSteps {
+            rank: s.rank,
+            missing: everyone.saturating_sub(s.steps.len()),
+        })
+        .filter(|m| m.missing > 0)
+        .collect();
+    missing_steps.sort_by_key(|m| m.rank);
+    let mut by_collective: std::collections::BTreeMap<&str, Vec<(u32, f64)>> = Default::default();
+    for s in summaries {
+        for c in &s.collectives {
+            by_collective
+                .entry(&c.name)
+                .or_default()
+                .push((s.rank, c.total_us));
+        }
+    }
+    let mut collectives: Vec<CollectiveSpread> = by_collective
+        .iter()
+        .map(|(name, v)| {
+            let least = v
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("non-empty");
+            let most = v
+                .iter()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("non-empty");
+            CollectiveSpread {
+                name: (*name).to_owned(),
+                ranks: v.len(),
+                min_total_us: least.1,
+                max_total_us: most.1,
+                least_rank: least.0,
+                most_rank: most.0,
+            }
+        })
+        .collect();
+    collectives.sort_by(|a, b| {
+        (b.max_total_us - b.min_total_us).total_cmp(&(a.max_total_us - a.min_total_us))
+    });
+    collectives.truncate(MAX_KERNELS);
+    RanksView {
+        schema: RANKS_SCHEMA,
+        ranks,
+        comparison,
+        steps,
+        missing_steps,
+        collectives,
+    }
+}
+
+fn step_number(name: &str) -> u64 {
+    name.strip_prefix("ProfilerStep#")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
+}

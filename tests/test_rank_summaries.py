@@ -1,0 +1,92 @@
+"""Rank summaries (``gpuscope.rank_summary``) and their merge: each rank's trace in a few
+kilobytes, and the cross-rank view of any number of them, equal to what ``gpuscope trace
+DIR`` reports from the full traces. Ranks are copies of a real shared trace (ResNet-50 on
+a V100, whose rank comes from the file name), one of them with its kernels stretched."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import gpuscope
+import pytest
+from _helpers import SHARED_DATA, shared_file
+
+TRACES = SHARED_DATA / "traces"
+SOURCE = "resnet50_v100_memory_workers4.json.gz"
+RANKS = 8
+SLOW = 5
+STRETCH = 1.3
+
+
+def stretched(source: Path, out: Path, factor: float) -> None:
+    """``source`` with every kernel ``factor`` times longer (a slower GPU)."""
+    doc = json.loads(gzip.decompress(source.read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("cat") in ("kernel", "Kernel") and "dur" in e:
+            e["dur"] = e["dur"] * factor
+    out.write_bytes(gzip.compress(json.dumps(doc).encode()))
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory of RANKS rank files: links to one trace, rank SLOW stretched."""
+    d = tmp_path_factory.mktemp("job")
+    source = shared_file(TRACES / SOURCE)
+    for rank in range(RANKS):
+        path = d / f"rank{rank}.json.gz"
+        if rank == SLOW:
+            stretched(source, path, STRETCH)
+        else:
+            os.symlink(source, path)
+    return d
+
+
+def test_every_shared_trace_summarises_under_16_kib() -> None:
+    for path in sorted(shared_file(TRACES).glob("*.json.gz")):
+        summary = gpuscope.rank_summary(path)
+        assert summary["schema"] == "gpuscope.rank_summary/1"
+        assert len(json.dumps(summary)) <= 16 * 1024, path.name
+        assert len(summary["steps"]) <= 48
+        assert all(len(k["name"]) <= 120 for k in summary["top_kernels"])
+
+
+def test_merged_summaries_find_the_stretched_rank_as_the_full_traces_do(job: Path) -> None:
+    summaries = [gpuscope.rank_summary(p) for p in sorted(job.glob("*.json.gz"))]
+    assert sorted(s["rank"] for s in summaries) == list(range(RANKS))
+    assert all(s["rank_from"] == "file_name" for s in summaries)
+    # Summaries travel as JSON between machines.
+    merged = gpuscope.merge_rank_summaries(json.loads(json.dumps(summaries)))
+    assert merged["schema"] == "gpuscope.ranks/1"
+    stragglers = merged["comparison"]["stragglers"]
+    assert [s["rank"] for s in stragglers] == [SLOW]
+    full = subprocess.run(
+        [sys.executable, "-m", "gpuscope", "trace", str(job), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert merged["comparison"] == json.loads(full.stdout)["rank_comparison"]
+    assert [s["ranks"] for s in merged["steps"]] == [RANKS] * len(merged["steps"])
+    assert merged["missing_steps"] == []
+
+
+def test_a_rank_missing_steps_is_named(job: Path, tmp_path: Path) -> None:
+    summaries = [gpuscope.rank_summary(p) for p in sorted(job.glob("*.json.gz"))]
+    short: dict[str, Any] = dict(summaries[2])
+    short["steps"] = short["steps"][:-2]
+    short["steps_total"] = len(short["steps"])
+    merged = gpuscope.merge_rank_summaries([*summaries[:2], short, *summaries[3:]])
+    assert merged["missing_steps"] == [{"rank": 2, "missing": 2}]
+
+
+def test_what_is_not_a_summary_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(gpuscope.BadInputError, match="summary 0"):
+        gpuscope.merge_rank_summaries([{"rank": 0}])
+    with pytest.raises(gpuscope.BadInputError, match="one rank's trace file"):
+        gpuscope.rank_summary(tmp_path)
