@@ -5,6 +5,8 @@
 //! one machine. Every list is capped: a summary stays under [`MAX_SUMMARY_BYTES`] as
 //! JSON whatever the number of events or steps.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::kernel_type::KernelType;
@@ -200,34 +202,53 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// (rank, value) of every item `items` gives each summary, by the item's name.
+type ByName<'a> = BTreeMap<&'a str, Vec<(u32, f64)>>;
+
+fn by_name<'a, T: 'a>(
+    summaries: &'a [RankSummary],
+    items: impl Fn(&'a RankSummary) -> &'a [T],
+    key: impl Fn(&'a T) -> (&'a str, f64),
+) -> ByName<'a> {
+    let mut out: ByName<'a> = BTreeMap::new();
+    for s in summaries {
+        for item in items(s) {
+            let (name, value) = key(item);
+            out.entry(name).or_default().push((s.rank, value));
+        }
+    }
+    out
+}
+
+/// The (rank, value) pairs with the least and the most value (`v` is never empty: a
+/// name is there because some rank had it).
+fn extremes(v: &[(u32, f64)]) -> ((u32, f64), (u32, f64)) {
+    let least = v.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1));
+    let most = v.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
+    (least.unwrap_or_default(), most.unwrap_or_default())
+}
+
 /// The merge of `summaries`.
 pub fn merge_rank_summaries(summaries: &[RankSummary]) -> RanksView {
     let mut ranks: Vec<u32> = summaries.iter().map(|s| s.rank).collect();
     ranks.sort_unstable();
     let comparison = compare(summaries.iter().filter_map(|s| s.figures.clone()).collect());
-    let mut by_step: std::collections::BTreeMap<&str, Vec<(u32, f64)>> = Default::default();
-    for s in summaries {
-        for step in &s.steps {
-            by_step
-                .entry(&step.name)
-                .or_default()
-                .push((s.rank, step.duration_us));
-        }
-    }
+    let by_step = by_name(
+        summaries,
+        |s| &s.steps,
+        |step| (&step.name, step.duration_us),
+    );
     let mut steps: Vec<StepSpread> = by_step
         .iter()
         .map(|(name, v)| {
-            let slowest = v
-                .iter()
-                .max_by(|a, b| a.1.total_cmp(&b.1))
-                .expect("non-empty");
+            let (least, most) = extremes(v);
             StepSpread {
                 name: (*name).to_owned(),
                 ranks: v.len(),
-                min_us: v.iter().map(|x| x.1).fold(f64::INFINITY, f64::min),
+                min_us: least.1,
                 median_us: median(v.iter().map(|x| x.1).collect()),
-                max_us: slowest.1,
-                slowest_rank: slowest.0,
+                max_us: most.1,
+                slowest_rank: most.0,
             }
         })
         .collect();
@@ -244,26 +265,11 @@ pub fn merge_rank_summaries(summaries: &[RankSummary]) -> RanksView {
         .filter(|m| m.missing > 0)
         .collect();
     missing_steps.sort_by_key(|m| m.rank);
-    let mut by_collective: std::collections::BTreeMap<&str, Vec<(u32, f64)>> = Default::default();
-    for s in summaries {
-        for c in &s.collectives {
-            by_collective
-                .entry(&c.name)
-                .or_default()
-                .push((s.rank, c.total_us));
-        }
-    }
+    let by_collective = by_name(summaries, |s| &s.collectives, |c| (&c.name, c.total_us));
     let mut collectives: Vec<CollectiveSpread> = by_collective
         .iter()
         .map(|(name, v)| {
-            let least = v
-                .iter()
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .expect("non-empty");
-            let most = v
-                .iter()
-                .max_by(|a, b| a.1.total_cmp(&b.1))
-                .expect("non-empty");
+            let (least, most) = extremes(v);
             CollectiveSpread {
                 name: (*name).to_owned(),
                 ranks: v.len(),
