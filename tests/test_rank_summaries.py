@@ -90,3 +90,29 @@ def test_what_is_not_a_summary_is_bad_input(tmp_path: Path) -> None:
         gpuscope.merge_rank_summaries([{"rank": 0}])
     with pytest.raises(gpuscope.BadInputError, match="one rank's trace file"):
         gpuscope.rank_summary(tmp_path)
+
+
+def test_the_command_line_writes_summaries_and_reads_them_back(job: Path, tmp_path: Path) -> None:
+    """``gpuscope trace DIR --summaries-out OUT`` writes ``<rank>.summary.json`` per rank;
+    ``gpuscope trace OUT`` (recognised by the files' schema) compares the ranks as the
+    traces do."""
+
+    def gpuscope_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gpuscope", "trace", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+
+    out = tmp_path / "summaries"
+    gpuscope_cli(str(job), "--summaries-out", str(out))
+    files = sorted(out.iterdir())
+    assert [f.name for f in files] == sorted(f"{r}.summary.json" for r in range(RANKS))
+    assert all(f.stat().st_size <= 16 * 1024 for f in files)
+    merged = json.loads(gpuscope_cli(str(out), "--format", "json").stdout)
+    assert merged["schema"] == "gpuscope.ranks/1"
+    full = json.loads(gpuscope_cli(str(job), "--format", "json").stdout)
+    assert merged["comparison"] == full["rank_comparison"]
+    text = gpuscope_cli(str(out)).stdout
+    assert f"{RANKS} ranks, from their summaries" in text

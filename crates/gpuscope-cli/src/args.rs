@@ -72,7 +72,9 @@ pub enum Command {
         gpuscope trace trace.json.gz --hta-compat    times rounded as HTA rounds them\n  \
         gpuscope trace before.json.gz --diff after.json.gz\n  \
         gpuscope trace traces/ --export parquet -o tables/\n    \
-        then: duckdb -c \"select name, sum(dur_ns) from 'tables/kernels.parquet' group by 1\"\n\n\
+        then: duckdb -c \"select name, sum(dur_ns) from 'tables/kernels.parquet' group by 1\"\n  \
+        gpuscope trace traces/ --summaries-out summaries/   a few KB per rank\n  \
+        gpuscope trace summaries/                    the ranks compared from them\n\n\
         The last profiler step is left out when there are two or more, as HTA does.")]
     Trace(TraceArgs),
     /// Analyse CUDA allocator snapshots: what was alive at the peak, what accumulates,
@@ -251,6 +253,11 @@ pub struct TraceArgs {
     /// instead of a report
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub export: Option<ExportFormat>,
+    /// Write one summary per rank (a few KB of JSON, gpuscope.rank_summary/1) as
+    /// <rank>.summary.json into DIR, reading one trace at a time, instead of a report;
+    /// `gpuscope trace DIR` then compares the ranks from the summaries alone
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["export", "diff"])]
+    pub summaries_out: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

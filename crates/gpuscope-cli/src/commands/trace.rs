@@ -2,7 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
+use gpuscope::analysis::trace::summary::{
+    merge_rank_summaries, parse_summary, rank_summary, RankSummary, MAX_SUMMARY_FILE,
+};
+use gpuscope::formats::trace::load::trace_files;
 use gpuscope::render::memory_timeline::Timeline;
+use gpuscope::render::trace::summary_json;
 use gpuscope::render::trace::tables::{write_tables, TableFormat, TABLES};
 use gpuscope::{
     analyze_traces, category_timeline, create_dir, diff_traces, is_memory_timeline, load_traces,
@@ -33,6 +38,13 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
     )?;
     if args.path.is_file() && is_memory_timeline(&args.path) {
         return memory_timeline(&args);
+    }
+    if let Some(dir) = &args.summaries_out {
+        return write_summaries(&args.path, clock, dir);
+    }
+    if let Some(summaries) = read_summaries(&args.path)? {
+        let merged = merge_rank_summaries(&summaries);
+        return output::emit(args.format, args.output.as_deref(), &merged);
     }
     let traces = load(&args.path)?;
     if let Some(format) = args.export {
@@ -88,6 +100,54 @@ fn export(traces: &[TraceFile], format: TableFormat, dir: &Path) -> Result<(), F
         eprintln!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// Writes `<rank>.summary.json` of each trace at `path` into `dir` (created when
+/// missing), one trace in memory at a time.
+fn write_summaries(path: &Path, clock: Clock, dir: &Path) -> Result<(), Failure> {
+    create_dir(dir)?;
+    let files = if path.is_dir() {
+        trace_files(path)?.into_iter().map(|(p, _)| p).collect()
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut written = 0;
+    for file in &files {
+        let loaded = match load_traces(file, &mut |_, _| {}) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                eprintln!("skipped {e}");
+                continue;
+            }
+        };
+        let summary = rank_summary(&loaded.traces[0], clock);
+        let out = dir.join(format!("{}.summary.json", summary.rank));
+        write_file(&out, |w| summary_json(&summary, w))?;
+        written += 1;
+    }
+    eprintln!("wrote {written} summaries into {}", dir.display());
+    Ok(())
+}
+
+/// The rank summaries of the directory `path`, when every trace-named file in it is one
+/// (recognised by its schema; files larger than a summary can be are traces).
+fn read_summaries(path: &Path) -> Result<Option<Vec<RankSummary>>, Failure> {
+    if !path.is_dir() {
+        return Ok(None);
+    }
+    let files = trace_files(path)?;
+    if files.iter().any(|(_, size)| *size > MAX_SUMMARY_FILE) {
+        return Ok(None);
+    }
+    let mut summaries = Vec::with_capacity(files.len());
+    for (file, _) in files {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        match parse_summary(&text) {
+            Some(s) => summaries.push(s),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(summaries))
 }
 
 /// The traces at `path`; files of a directory that are not traces are named on stderr.

@@ -134,6 +134,17 @@ pub fn rank_summary(file: &TraceFile, clock: Clock) -> RankSummary {
     }
 }
 
+/// The summary in `text` (JSON), when it is one: a `gpuscope.rank_summary/1` document.
+pub fn parse_summary(text: &str) -> Option<RankSummary> {
+    serde_json::from_str::<RankSummary>(text)
+        .ok()
+        .filter(|s| s.schema == SUMMARY_SCHEMA)
+}
+
+/// The largest file that may be a summary, bytes (a summary is at most
+/// [`MAX_SUMMARY_BYTES`]; a trace is far larger).
+pub const MAX_SUMMARY_FILE: u64 = 64 * 1024;
+
 /// A profiler step across the ranks.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepSpread {

@@ -66,21 +66,9 @@ pub struct Loaded {
     pub skipped: Vec<String>,
 }
 
-/// The trace at `path`, or every trace in the directory `path`. A directory's file that is
-/// not a usable trace (another JSON file, a damaged rank) is skipped and listed; fails when
-/// none is usable. `progress` is told the bytes read so far and the total.
-pub fn load_traces(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Loaded> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    if !meta.is_dir() {
-        let trace = read_trace(path, progress)?;
-        return Ok(Loaded {
-            traces: vec![TraceFile {
-                path: path.to_path_buf(),
-                trace,
-            }],
-            skipped: Vec::new(),
-        });
-    }
+/// The files of the directory `path` (and its subdirectories) named like traces
+/// (`*.json`, `*.json.gz`), sorted, with their sizes; fails when there are none.
+pub fn trace_files(path: &Path) -> Result<Vec<(PathBuf, u64)>> {
     let mut files: Vec<(PathBuf, u64)> = walkdir::WalkDir::new(path)
         .max_depth(2)
         .follow_links(true)
@@ -99,6 +87,25 @@ pub fn load_traces(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Lo
             "no trace files (*.json, *.json.gz) in this directory",
         ));
     }
+    Ok(files)
+}
+
+/// The trace at `path`, or every trace in the directory `path`. A directory's file that is
+/// not a usable trace (another JSON file, a damaged rank) is skipped and listed; fails when
+/// none is usable. `progress` is told the bytes read so far and the total.
+pub fn load_traces(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Loaded> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if !meta.is_dir() {
+        let trace = read_trace(path, progress)?;
+        return Ok(Loaded {
+            traces: vec![TraceFile {
+                path: path.to_path_buf(),
+                trace,
+            }],
+            skipped: Vec::new(),
+        });
+    }
+    let files = trace_files(path)?;
     let total = files.iter().map(|(_, size)| size).sum();
     let read = read_in_parallel(&files, &mut |done| progress(done, total));
     let mut loaded = Loaded::default();

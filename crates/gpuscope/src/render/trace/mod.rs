@@ -16,8 +16,10 @@ use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::health::HealthIssue;
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
+use crate::analysis::trace::summary::{RankSummary, RanksView};
 use crate::analysis::trace::TraceAnalysis;
 use crate::model::trace::NONE;
+use crate::render::short_names::{bare_name, clip};
 use crate::render::{unsupported, Compared, Format, Render};
 
 /// JSON schema name and version of [`json`]'s output.
@@ -55,6 +57,49 @@ pub fn document(analysis: &TraceAnalysis) -> JsonDoc<'_> {
 pub fn json(analysis: &TraceAnalysis, out: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, &document(analysis)).map_err(io::Error::from)?;
     writeln!(out)
+}
+
+/// One rank's summary as compact JSON (`<rank>.summary.json`).
+pub fn summary_json(summary: &RankSummary, out: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, summary).map_err(io::Error::from)
+}
+
+impl Render for RanksView {
+    fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
+        match format {
+            Format::Text => {
+                writeln!(out, "{} ranks, from their summaries", self.ranks.len())?;
+                if let Some(c) = &self.comparison {
+                    ranks_text(c, width, out)?;
+                }
+                for m in &self.missing_steps {
+                    writeln!(
+                        out,
+                        "rank {} lacks {} of the steps other ranks have",
+                        m.rank, m.missing
+                    )?;
+                }
+                if let Some(widest) = self.collectives.first() {
+                    // The rank spending least in a collective is the one the others wait for.
+                    writeln!(
+                        out,
+                        "widest collective spread: {}: rank {} {:.0} µs, rank {} {:.0} µs",
+                        clip(&bare_name(&widest.name), 30),
+                        widest.most_rank,
+                        widest.max_total_us,
+                        widest.least_rank,
+                        widest.min_total_us,
+                    )?;
+                }
+                Ok(())
+            }
+            Format::Json => {
+                serde_json::to_writer_pretty(&mut *out, self).map_err(io::Error::from)?;
+                writeln!(out)
+            }
+            Format::Html | Format::Csv => Err(unsupported("merged rank summaries", format)),
+        }
+    }
 }
 
 impl Render for TraceAnalysis {
