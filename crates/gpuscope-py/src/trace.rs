@@ -16,7 +16,6 @@ use gpuscope::analysis::trace::scope::{scope_with, Scope};
 use gpuscope::analysis::trace::steps::Category;
 use gpuscope::analysis::trace::summary::{self, RankSummary};
 use gpuscope::analysis::trace::temporal::temporal;
-use gpuscope::model::trace::Kind;
 use gpuscope::render::trace as render;
 use gpuscope::{
     analyze_traces, load_traces, write_file, Clock, Format, Render, TraceAnalysis, TraceFile,
@@ -157,19 +156,7 @@ impl TraceSet {
                 .iter()
                 .map(|t| scope_with(&t.trace, clock, last_step))
                 .collect();
-            let origin = traces
-                .iter()
-                .zip(&scopes)
-                .flat_map(|(t, s)| {
-                    let e = &t.trace.events;
-                    (0..e.len())
-                        // As HTA: the allocator's instants and the profiler's own span
-                        // do not count.
-                        .filter(|&i| !matches!(e.kind[i], Kind::Memory | Kind::ProfilerSpan))
-                        .map(move |i| s.interval(&t.trace, i).0)
-                })
-                .min()
-                .unwrap_or(0);
+            let origin = rows::origin(traces.iter().map(|t| &t.trace).zip(&scopes));
             Ok(TraceSet {
                 traces,
                 scopes,

@@ -204,7 +204,9 @@ class MemoryProfiler:
             self._gradients.relabel(iteration)
         measured, self._hook_grads = self._hook_grads, None
         if measured is not None and not self._finite_explicit:
-            self._check_hooked(iteration, losses, loss, measured)
+            # The hook took the gradient norms; the losses complete the check, read
+            # at the next record (under "skip" at once, as that policy always is).
+            self._check(iteration, losses, loss, False, measured)
         self._hook_ran = self._gradients_by_hook = self._gradients_explicit = False
         self._finite_explicit = False
         self._stepped.clear()
@@ -265,25 +267,7 @@ class MemoryProfiler:
         # This call is the iteration's check: the hook's, if it ran, is not made.
         self._finite_explicit = True
         self._hook_grads = None
-        losses, loss = self._usable_losses(losses, loss)
-        outcome = self._guarded(
-            "checking for non-finite values",
-            self._nonfinite.check,
-            iteration,
-            losses,
-            loss,
-            self.schedule.due(iteration),
-        )
-        if outcome is None:
-            return True
-        proceed, error = outcome
-        if error is not None:
-            # The state at the failure, as a last record: the run directory then tells
-            # the whole story even when training stops at its first iteration.
-            self.record(iteration, losses, loss)
-            self.flush()
-            raise error
-        return bool(proceed)
+        return self._check(iteration, losses, loss, self.schedule.due(iteration))
 
     def section(self, name: str) -> Section | _Nothing:
         """Times a named part of the iteration: ``with scope.section("render"):`` or
@@ -486,16 +470,17 @@ class MemoryProfiler:
         if len(self._stepped) == len(self._optimizers):
             self._gradients.after_step()
 
-    def _check_hooked(
+    def _check(
         self,
         iteration: int,
         losses: Mapping[str, Any] | None,
         loss: Any,
-        measured: tuple[list[tuple[str, torch.Tensor]], torch.Tensor | None],
-    ) -> None:
-        """The iteration's non-finite check: the losses ``step()`` got with the gradient
-        norms the hook took. Reads nothing: the next record reads it (under ``"skip"``
-        it is read at once, as that policy always is)."""
+        now: bool,
+        measured: tuple[list[tuple[str, torch.Tensor]], torch.Tensor | None] | None = None,
+    ) -> bool:
+        """The iteration's non-finite check (see :meth:`NonfiniteCheck.check`), by
+        ``check_finite`` or, with the gradient norms the hook took (``measured``), by
+        ``step()``; returns whether the optimizer should step."""
         losses, loss = self._usable_losses(losses, loss)
         outcome = self._guarded(
             "checking for non-finite values",
@@ -503,13 +488,19 @@ class MemoryProfiler:
             iteration,
             losses,
             loss,
-            False,
+            now,
             measured,
         )
-        if outcome is not None and outcome[1] is not None:
+        if outcome is None:
+            return True
+        proceed, error = outcome
+        if error is not None:
+            # The state at the failure, as a last record: the run directory then tells
+            # the whole story even when training stops at its first iteration.
             self.record(iteration, losses, loss)
             self.flush()
-            raise outcome[1]
+            raise error
+        return bool(proceed)
 
     def _open(self, ranked: bool, tensorboard: bool, text_log: bool, flush_secs: float) -> None:
         self._sampler = _native.ProcessSampler()

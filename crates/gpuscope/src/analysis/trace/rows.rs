@@ -317,14 +317,32 @@ pub fn iteration_ops(trace: &Trace, scope: &Scope, iterations: &[u64], side: Sid
     out
 }
 
+/// The starts of `events` that HTA counts as events (not the allocator's instants, not
+/// the profiler's own span), ns on `scope`'s clock.
+fn starts<'a>(
+    trace: &'a Trace,
+    scope: &'a Scope,
+    events: impl Iterator<Item = usize> + 'a,
+) -> impl Iterator<Item = i64> + 'a {
+    events
+        .filter(|&i| !matches!(trace.events.kind[i], Kind::Memory | Kind::ProfilerSpan))
+        .map(|i| scope.interval(trace, i).0)
+}
+
+/// The earliest start of any event of any of `traces`, ns: HTA counts times from it.
+pub fn origin<'a>(traces: impl Iterator<Item = (&'a Trace, &'a Scope)>) -> i64 {
+    traces
+        .flat_map(|(t, s)| starts(t, s, 0..t.events.len()))
+        .min()
+        .unwrap_or(0)
+}
+
 /// From the first start of an event of `scope` to the last start, µs (HTA's trace
 /// duration, which the time at a full launch queue is a share of).
 pub fn start_span(trace: &Trace, scope: &Scope) -> f64 {
-    let starts = scope.cpu.iter().chain(&scope.gpu).copied();
-    let starts = starts
-        .filter(|&i| !matches!(trace.events.kind[i], Kind::Memory | Kind::ProfilerSpan))
-        .map(|i| scope.interval(trace, i).0);
-    let (lo, hi) = starts.fold((i64::MAX, i64::MIN), |(lo, hi), t| (lo.min(t), hi.max(t)));
+    let events = scope.cpu.iter().chain(&scope.gpu).copied();
+    let (lo, hi) = starts(trace, scope, events)
+        .fold((i64::MAX, i64::MIN), |(lo, hi), t| (lo.min(t), hi.max(t)));
     if lo > hi {
         0.0
     } else {
