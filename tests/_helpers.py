@@ -6,6 +6,8 @@ TFRecord framing directly, and event files are read back with TensorBoard's own 
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import shutil
 import struct
@@ -164,3 +166,13 @@ def gpuscope_cli(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m gpuscope ARGS`` with stdout and stderr captured (so not a terminal)."""
     return run([sys.executable, "-m", "gpuscope", *map(str, args)], timeout=timeout, cwd=cwd)
+
+
+def stretched_trace(source: Path, out: Path, factor: float) -> None:
+    """The trace ``source`` (gzipped) written to ``out`` with every kernel ``factor``
+    times longer: the same rank on a slower GPU."""
+    doc = json.loads(gzip.decompress(source.read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("cat") in ("kernel", "Kernel") and "dur" in e:
+            e["dur"] = e["dur"] * factor
+    out.write_bytes(gzip.compress(json.dumps(doc).encode()))

@@ -5,7 +5,6 @@ a V100, whose rank comes from the file name), one of them with its kernels stret
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
@@ -15,22 +14,13 @@ from typing import Any
 
 import gpuscope
 import pytest
-from _helpers import SHARED_DATA, shared_file
+from _helpers import SHARED_DATA, shared_file, stretched_trace
 
 TRACES = SHARED_DATA / "traces"
 SOURCE = "resnet50_v100_memory_workers4.json.gz"
 RANKS = 8
 SLOW = 5
 STRETCH = 1.3
-
-
-def stretched(source: Path, out: Path, factor: float) -> None:
-    """``source`` with every kernel ``factor`` times longer (a slower GPU)."""
-    doc = json.loads(gzip.decompress(source.read_bytes()))
-    for e in doc["traceEvents"]:
-        if e.get("cat") in ("kernel", "Kernel") and "dur" in e:
-            e["dur"] = e["dur"] * factor
-    out.write_bytes(gzip.compress(json.dumps(doc).encode()))
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +31,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for rank in range(RANKS):
         path = d / f"rank{rank}.json.gz"
         if rank == SLOW:
-            stretched(source, path, STRETCH)
+            stretched_trace(source, path, STRETCH)
         else:
             os.symlink(source, path)
     return d

@@ -1,10 +1,11 @@
 //! Where a command's output goes (stdout or `-o FILE`), how wide text may be, and the
 //! progress bar shown on stderr while long inputs are parsed.
 
+use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 
-use gpuscope::{write_file, Format, Render};
+use gpuscope::{Format, Render};
 
 use crate::Failure;
 
@@ -12,6 +13,8 @@ use crate::Failure;
 const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 
 /// Writes a command's result as `format` into `-o FILE`, or to stdout when none is given.
+/// The file is created at the result's first byte: a result that fails before writing
+/// anything leaves no file behind, and an existing file as it was.
 pub fn emit(
     format: impl Into<Format>,
     path: Option<&Path>,
@@ -19,11 +22,47 @@ pub fn emit(
 ) -> Result<(), Failure> {
     let (format, width) = (format.into(), text_width());
     match path {
-        Some(path) => Ok(write_file(path, |out| result.render(format, width, out))?),
+        Some(path) => {
+            let mut out = OnFirstWrite { path, file: None };
+            result
+                .render(format, width, &mut out)
+                .and_then(|()| out.file()?.flush())
+                .map_err(|e| gpuscope::Error::output(path, e))?;
+            Ok(())
+        }
         None => {
             let mut out = BufWriter::new(io::stdout().lock());
             result.render(format, width, &mut out)?;
             Ok(out.flush()?)
+        }
+    }
+}
+
+/// A file created when it is first written to.
+struct OnFirstWrite<'a> {
+    path: &'a Path,
+    file: Option<BufWriter<File>>,
+}
+
+impl OnFirstWrite<'_> {
+    /// The file, created now if it was not yet.
+    fn file(&mut self) -> io::Result<&mut BufWriter<File>> {
+        if self.file.is_none() {
+            self.file = Some(BufWriter::new(File::create(self.path)?));
+        }
+        Ok(self.file.as_mut().expect("created above"))
+    }
+}
+
+impl Write for OnFirstWrite<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file()?.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.file {
+            Some(file) => file.flush(),
+            None => Ok(()),
         }
     }
 }

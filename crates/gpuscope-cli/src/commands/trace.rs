@@ -1,17 +1,21 @@
 //! `gpuscope trace`: analyse PyTorch profiler traces, or compare two.
 
+use std::cell::RefCell;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use gpuscope::analysis::trace::summary::{
     merge_rank_summaries, parse_summary, rank_summary, RankSummary, MAX_SUMMARY_FILE,
 };
-use gpuscope::formats::trace::load::trace_files;
+use gpuscope::analysis::trace::{analyze_rank, AcrossRanks};
+use gpuscope::formats::trace::load::{map_traces, trace_files};
 use gpuscope::render::memory_timeline::Timeline;
+use gpuscope::render::trace::stream::RankStream;
 use gpuscope::render::trace::summary_json;
 use gpuscope::render::trace::tables::{write_tables, TableFormat, TABLES};
 use gpuscope::{
     analyze_traces, category_timeline, create_dir, diff_traces, is_memory_timeline, load_traces,
-    read_memory_timeline, write_file, Clock, Compared, TraceFile,
+    read_memory_timeline, write_file, Clock, Compared, Format, Render, TraceFile,
 };
 
 use crate::args::{ExportFormat, ReportFormat, TraceArgs};
@@ -46,6 +50,9 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
         let merged = merge_rank_summaries(&summaries);
         return output::emit(args.format, args.output.as_deref(), &merged);
     }
+    if args.path.is_dir() && args.export.is_none() && args.diff.is_none() {
+        return directory(&args, clock);
+    }
     let traces = load(&args.path)?;
     if let Some(format) = args.export {
         let dir = args.output.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -72,6 +79,64 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
         output,
         &analyze_traces(&traces, clock, args.top),
     )
+}
+
+/// The ranks of the directory at `args.path`, each analysed as soon as it is read and
+/// written out before the next, so that thousands of ranks hold a few traces and their
+/// summaries at a time; a file that is not a usable trace is named on stderr.
+fn directory(args: &TraceArgs, clock: Clock) -> Result<(), Failure> {
+    let ranks = Ranks {
+        files: trace_files(&args.path)?,
+        clock,
+        top: args.top,
+        unusable: RefCell::new(None),
+    };
+    output::emit(args.format, args.output.as_deref(), &ranks)?;
+    match ranks.unusable.into_inner() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// The trace files of a directory, rendered rank by rank.
+struct Ranks {
+    files: Vec<(PathBuf, u64)>,
+    clock: Clock,
+    top: usize,
+    /// Why nothing was written: no file was a usable trace.
+    unusable: RefCell<Option<gpuscope::Error>>,
+}
+
+impl Render for Ranks {
+    fn render(&self, format: Format, width: u16, out: &mut dyn Write) -> io::Result<()> {
+        let (clock, top) = (self.clock, self.top);
+        let mut stream = RankStream::new(format, width, clock, out)?;
+        let mut across = AcrossRanks::default();
+        let mut progress = output::progress("reading");
+        let total = self.files.iter().map(|(_, size)| size).sum();
+        let (mut done, mut written, mut first_error) = (0, Ok(()), None);
+        let analyze =
+            |trace: gpuscope::Result<TraceFile>| trace.map(|file| analyze_rank(&file, clock, top));
+        map_traces(&self.files, &analyze, &mut |(_, size), part| {
+            done += size;
+            progress(done, total);
+            match part {
+                Ok(part) if written.is_ok() => written = stream.rank(across.keep(part)),
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("skipped {e}");
+                    first_error.get_or_insert(e);
+                }
+            }
+        });
+        written?;
+        if stream.ranks() == 0 {
+            *self.unusable.borrow_mut() = first_error;
+            return Ok(());
+        }
+        let (health, merged) = across.finish();
+        stream.finish(&health, merged.comparison.as_ref())
+    }
 }
 
 /// torch.profiler's raw memory timeline by category.

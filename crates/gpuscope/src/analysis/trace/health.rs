@@ -4,6 +4,8 @@
 //! alone (README, "Trace health"); none changes another analysis's figures, they say
 //! which of them to doubt and how to record a better trace.
 
+use std::collections::BTreeMap;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use rayon::prelude::*;
@@ -103,20 +105,55 @@ pub const SKEW_FRACTION: f64 = 0.5;
 /// What makes `traces` (one per rank, or successive traces of one process) incomplete or
 /// misleading: each trace's issues in [`HealthKind::ALL`] order, then those across traces.
 pub fn health(traces: &[TraceFile]) -> Vec<HealthIssue> {
-    let mut issues: Vec<HealthIssue> = traces
+    let (each, facts): (Vec<Vec<HealthIssue>>, Vec<RankFacts>) = traces
         .par_iter()
-        .map(|file| rank_health(&file.trace))
-        .collect::<Vec<_>>()
-        .into_iter()
-        .flatten()
-        .collect();
-    issues.extend(rank_metadata(traces));
-    issues.extend(clock_skew(traces));
+        .map(|file| (rank_health(&file.trace), RankFacts::of(file)))
+        .unzip();
+    let mut issues: Vec<HealthIssue> = each.into_iter().flatten().collect();
+    issues.extend(across_ranks(&facts));
+    issues
+}
+
+/// What the checks across traces need of one trace, kept once the trace itself is gone
+/// (a directory of thousands of ranks is read one trace at a time).
+#[derive(Debug, Clone)]
+pub struct RankFacts {
+    rank: u32,
+    rank_from: RankFrom,
+    /// The file's name.
+    file: String,
+    /// The trace's clock origin, ns.
+    base_time_ns: i64,
+    /// Each profiler step's start and duration, ns from `base_time_ns`.
+    steps: BTreeMap<String, (i64, i64)>,
+}
+
+impl RankFacts {
+    /// The facts of `file`.
+    pub fn of(file: &TraceFile) -> RankFacts {
+        RankFacts {
+            rank: file.trace.rank,
+            rank_from: file.trace.rank_from,
+            file: file.path.file_name().map_or_else(
+                || file.path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+            base_time_ns: file.trace.base_time_ns,
+            steps: step_starts(&file.trace),
+        }
+    }
+}
+
+/// The issues across the traces whose facts are `facts`: ranks without metadata, clocks
+/// that disagree.
+pub fn across_ranks(facts: &[RankFacts]) -> Vec<HealthIssue> {
+    let mut issues = rank_metadata(facts);
+    issues.extend(clock_skew(facts));
     issues
 }
 
 /// The issues of one trace.
-fn rank_health(trace: &Trace) -> Vec<HealthIssue> {
+pub fn rank_health(trace: &Trace) -> Vec<HealthIssue> {
     let issue = |kind, count, detail| HealthIssue {
         kind,
         rank: Some(trace.rank),
@@ -199,9 +236,9 @@ fn calls<'a>(trace: &'a Trace, names: &'a FxHashSet<u32>) -> impl Iterator<Item 
 
 /// The start and duration (ns) of each CPU-side `ProfilerStep#N`, by name: the first
 /// occurrence of each (the same name on the GPU, `gpu_user_annotation`, is left out).
-fn step_starts(trace: &Trace) -> std::collections::BTreeMap<String, (i64, i64)> {
+fn step_starts(trace: &Trace) -> BTreeMap<String, (i64, i64)> {
     let e = &trace.events;
-    let mut steps = std::collections::BTreeMap::new();
+    let mut steps = BTreeMap::new();
     for i in 0..e.len() {
         if e.kind[i].is_gpu() || e.kind[i] == Kind::GpuUserAnnotation {
             continue;
@@ -405,20 +442,17 @@ fn dropped_detail(dropped: u64, losses: &[String]) -> String {
 }
 
 /// With several traces, those whose rank did not come from `distributedInfo`.
-fn rank_metadata(traces: &[TraceFile]) -> Vec<HealthIssue> {
+fn rank_metadata(traces: &[RankFacts]) -> Vec<HealthIssue> {
     if traces.len() < 2 {
         return Vec::new();
     }
-    let mut distinct: Vec<u32> = traces.iter().map(|t| t.trace.rank).collect();
+    let mut distinct: Vec<u32> = traces.iter().map(|t| t.rank).collect();
     distinct.sort_unstable();
     distinct.dedup();
     let shared = distinct.len() < traces.len();
     let mut issues = Vec::new();
     for from in [RankFrom::FileName, RankFrom::Default] {
-        let these: Vec<&TraceFile> = traces
-            .iter()
-            .filter(|t| t.trace.rank_from == from)
-            .collect();
+        let these: Vec<&RankFacts> = traces.iter().filter(|t| t.rank_from == from).collect();
         if these.is_empty() {
             continue;
         }
@@ -458,19 +492,13 @@ fn rank_metadata(traces: &[TraceFile]) -> Vec<HealthIssue> {
 }
 
 /// The file names of `traces`, the first three and how many more.
-fn file_list(traces: &[&TraceFile]) -> String {
+fn file_list(traces: &[&RankFacts]) -> String {
     let names: Vec<String> = traces
         .iter()
         .take(3)
-        .map(|t| {
-            let name = t.path.file_name().map_or_else(
-                || t.path.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-            match t.trace.rank_from {
-                RankFrom::FileName => format!("{name}: rank {}", t.trace.rank),
-                _ => name,
-            }
+        .map(|t| match t.rank_from {
+            RankFrom::FileName => format!("{}: rank {}", t.file, t.rank),
+            _ => t.file.clone(),
         })
         .collect();
     match traces.len() {
@@ -482,17 +510,14 @@ fn file_list(traces: &[&TraceFile]) -> String {
 /// With several distinct ranks, the `ProfilerStep#N` present on every rank whose start
 /// times (on each trace's `baseTimeNanoseconds` clock) spread further than
 /// [`SKEW_FRACTION`] of its mean duration across the ranks.
-fn clock_skew(traces: &[TraceFile]) -> Option<HealthIssue> {
-    let mut ranks: Vec<u32> = traces.iter().map(|t| t.trace.rank).collect();
+fn clock_skew(traces: &[RankFacts]) -> Option<HealthIssue> {
+    let mut ranks: Vec<u32> = traces.iter().map(|t| t.rank).collect();
     ranks.sort_unstable();
     ranks.dedup();
     if ranks.len() < 2 || ranks.len() < traces.len() {
         return None;
     }
-    let steps: Vec<_> = traces
-        .iter()
-        .map(|t| (t.trace.base_time_ns, step_starts(&t.trace)))
-        .collect();
+    let steps: Vec<_> = traces.iter().map(|t| (t.base_time_ns, &t.steps)).collect();
     let first = steps.first()?;
     // (name, spread, mean duration), ns.
     let mut skewed: Vec<(&str, i64, f64)> = Vec::new();

@@ -63,19 +63,6 @@ pub fn figures_of(r: &RankReport) -> Option<RankFigures> {
     })
 }
 
-/// The comparison of `ranks`; `None` for fewer than two ranks with GPU work.
-pub fn compare_ranks(ranks: &[RankReport]) -> Option<RankComparison> {
-    // Several traces of one rank (successive profiler cycles of one process) are not
-    // ranks to compare.
-    let mut seen: Vec<u32> = ranks.iter().map(|r| r.rank).collect();
-    seen.sort_unstable();
-    seen.dedup();
-    if seen.len() < ranks.len() {
-        return None;
-    }
-    compare(ranks.iter().filter_map(figures_of).collect())
-}
-
 /// The comparison of the ranks' `figures`: the stragglers (README, "Many ranks"); `None`
 /// for fewer than two.
 pub fn compare(figures: Vec<RankFigures>) -> Option<RankComparison> {

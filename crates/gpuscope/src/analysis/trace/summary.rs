@@ -13,7 +13,7 @@ use super::kernel_type::KernelType;
 use super::kernels::kernel_stats;
 use super::launches::LaunchStats;
 use super::ranks::{compare, figures_of, RankComparison, RankFigures};
-use super::report::report;
+use super::report::{report, RankReport};
 use super::scope::{scope, Clock};
 use super::steps::Step;
 use crate::model::trace::TraceFile;
@@ -89,6 +89,11 @@ pub fn rank_summary(file: &TraceFile, clock: Clock) -> RankSummary {
     let r = report(std::slice::from_ref(file), clock, MAX_KERNELS)
         .pop()
         .expect("one report per trace");
+    summarize(file, &r, clock)
+}
+
+/// The summary of `file` whose report on `clock` is `r`.
+pub fn summarize(file: &TraceFile, r: &RankReport, clock: Clock) -> RankSummary {
     let trace = &file.trace;
     let s = scope(trace, clock);
     let collectives: Vec<KernelTime> = kernel_stats(trace, &s, |i| {
@@ -120,7 +125,7 @@ pub fn rank_summary(file: &TraceFile, clock: Clock) -> RankSummary {
             .path
             .file_name()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-        figures: figures_of(&r),
+        figures: figures_of(r),
         steps_total,
         steps,
         collectives,
@@ -129,6 +134,7 @@ pub fn rank_summary(file: &TraceFile, clock: Clock) -> RankSummary {
             .top_kernels
             .iter()
             .filter(|k| k.kernel_type.is_some())
+            .take(MAX_KERNELS)
             .map(kernel_time)
             .collect(),
     }
@@ -243,7 +249,17 @@ fn extremes(v: &[(u32, f64)]) -> ((u32, f64), (u32, f64)) {
 pub fn merge_rank_summaries(summaries: &[RankSummary]) -> RanksView {
     let mut ranks: Vec<u32> = summaries.iter().map(|s| s.rank).collect();
     ranks.sort_unstable();
-    let comparison = compare(summaries.iter().filter_map(|s| s.figures.clone()).collect());
+    // Several traces of one rank (successive profiler cycles of one process) are not
+    // ranks to compare.
+    let distinct = ranks.windows(2).all(|w| w[0] != w[1]);
+    let comparison = distinct
+        .then(|| {
+            let mut figures: Vec<RankFigures> =
+                summaries.iter().filter_map(|s| s.figures.clone()).collect();
+            figures.sort_by_key(|f| f.rank);
+            compare(figures)
+        })
+        .flatten();
     let by_step = by_name(
         summaries,
         |s| &s.steps,

@@ -1,60 +1,76 @@
 //! Reads one trace file, or every trace file of a directory (one per rank) in parallel.
 
-use super::read::read_trace;
+use super::read::{peek_rank, rank_in_name, read_trace};
 use crate::model::trace::TraceFile;
 use crate::{Error, Result};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 
 /// True for the names torch.profiler gives traces (`*.json`, `*.json.gz`).
 pub fn is_trace_file_name(name: &str) -> bool {
     name.ends_with(".json") || name.ends_with(".json.gz")
 }
 
-/// Reads `files` on as many threads as there are cores, each taking the next file;
-/// `progress` is told the bytes of the files finished so far. Plain threads rather than
+/// Reads `files` on as many threads as there are cores, turns each trace into a `T` with
+/// `map` on the thread that read it, and hands the results to `each` in the order of
+/// `files`, with the file each came from. A thread takes a file only when fewer than
+/// twice as many results as threads wait for their turn, so a directory of thousands of
+/// ranks holds a few traces at a time, whatever `map` keeps. Plain threads rather than
 /// rayon's: each read parses its batches on rayon's pool, and a pool worker waiting for
 /// the pool is how rayon deadlocks.
-fn read_in_parallel(
+pub fn map_traces<T: Send>(
     files: &[(PathBuf, u64)],
-    progress: &mut dyn FnMut(u64),
-) -> Vec<Result<TraceFile>> {
+    map: &(dyn Fn(Result<TraceFile>) -> T + Sync),
+    each: &mut dyn FnMut(&(PathBuf, u64), T),
+) {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(files.len());
-    let next = AtomicUsize::new(0);
-    let (sender, finished) = mpsc::channel::<(usize, Result<TraceFile>)>();
-    let mut results: Vec<Option<Result<TraceFile>>> = files.iter().map(|_| None).collect();
+    let window = (2 * threads).min(files.len());
+    let (jobs, job) = mpsc::channel::<usize>();
+    let job = Mutex::new(job);
+    for k in 0..window {
+        let _ = jobs.send(k);
+    }
+    let (sender, finished) = mpsc::channel::<(usize, T)>();
     std::thread::scope(|scope| {
         for _ in 0..threads {
-            let (sender, next) = (sender.clone(), &next);
+            let (sender, job) = (sender.clone(), &job);
             scope.spawn(move || loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                let Some((file, _)) = files.get(k) else {
+                let next = job.lock().map(|j| j.recv());
+                let Ok(Ok(k)) = next else {
                     return;
                 };
+                let (file, _) = &files[k];
                 let trace = read_trace(file, &mut |_, _| {}).map(|trace| TraceFile {
                     path: file.clone(),
                     trace,
                 });
-                if sender.send((k, trace)).is_err() {
+                if sender.send((k, map(trace))).is_err() {
                     return;
                 }
             });
         }
         drop(sender);
-        let mut done = 0;
+        let (mut waiting, mut handed, mut queued) = (BTreeMap::new(), 0, window);
         for (k, result) in finished {
-            done += files[k].1;
-            progress(done);
-            results[k] = Some(result);
+            waiting.insert(k, result);
+            while let Some(result) = waiting.remove(&handed) {
+                each(&files[handed], result);
+                handed += 1;
+                if queued < files.len() {
+                    let _ = jobs.send(queued);
+                    queued += 1;
+                }
+            }
+            if handed == files.len() {
+                break;
+            }
         }
+        // The threads waiting for a file see the queue closed and stop.
+        drop(jobs);
     });
-    results
-        .into_iter()
-        .map(|r| r.expect("every file is read"))
-        .collect()
 }
 
 /// The traces read, and the files of a directory that could not be used.
@@ -67,7 +83,9 @@ pub struct Loaded {
 }
 
 /// The files of the directory `path` (and its subdirectories) named like traces
-/// (`*.json`, `*.json.gz`), sorted, with their sizes; fails when there are none.
+/// (`*.json`, `*.json.gz`), with their sizes, in rank order (`distributedInfo.rank`, else
+/// the rank in the file's name: `rank2` before `rank10`), then by path; fails when there
+/// are none.
 pub fn trace_files(path: &Path) -> Result<Vec<(PathBuf, u64)>> {
     let mut files: Vec<(PathBuf, u64)> = walkdir::WalkDir::new(path)
         .max_depth(2)
@@ -80,7 +98,9 @@ pub fn trace_files(path: &Path) -> Result<Vec<(PathBuf, u64)>> {
             (e.into_path(), size)
         })
         .collect();
-    files.sort();
+    files.sort_by_cached_key(|(path, _)| {
+        (peek_rank(path).or_else(|| rank_in_name(path)), path.clone())
+    });
     if files.is_empty() {
         return Err(Error::bad_input(
             path,
@@ -107,18 +127,20 @@ pub fn load_traces(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Lo
     }
     let files = trace_files(path)?;
     let total = files.iter().map(|(_, size)| size).sum();
-    let read = read_in_parallel(&files, &mut |done| progress(done, total));
     let mut loaded = Loaded::default();
     let mut first_error = None;
-    for result in read {
-        match result {
+    let mut done = 0;
+    map_traces(&files, &|trace| trace, &mut |(_, size), trace| {
+        done += size;
+        progress(done, total);
+        match trace {
             Ok(trace) => loaded.traces.push(trace),
             Err(e) => {
                 loaded.skipped.push(e.to_string());
                 first_error.get_or_insert(e);
             }
         }
-    }
+    });
     if let (true, Some(e)) = (loaded.traces.is_empty(), first_error) {
         return Err(e);
     }

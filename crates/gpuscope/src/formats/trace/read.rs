@@ -33,18 +33,10 @@ const BATCH_BYTES: usize = 1 << 18;
 
 /// Reads the trace at `path`; `progress` is told the (compressed) bytes read so far.
 pub fn read_trace(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Trace> {
-    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let total = file.metadata().map_or(0, |m| m.len());
-    let mut magic = [0u8; 2];
-    let gzip = file.read(&mut magic).map_err(|e| Error::io(path, e))? == 2 && magic == [0x1f, 0x8b];
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let total = file.metadata().map_or(0, |m| m.len());
     let mut bytes = Progress::new(total, progress);
-    let counted = bytes.reader(file);
-    let input: Box<dyn Read + '_> = if gzip {
-        Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(counted)))
-    } else {
-        Box::new(counted)
-    };
+    let input = text_of(path, bytes.reader(file))?;
     let mut trace = Trace::default();
     let mut seen = Seen::default();
     let mut splitter = Splitter::new(input);
@@ -295,8 +287,46 @@ fn parse_event(bytes: &[u8]) -> Parsed<'_> {
     }
 }
 
+/// The text of the trace whose bytes `file` reads: gunzipped when `path` is gzip.
+fn text_of<'a>(path: &Path, file: impl Read + 'a) -> Result<Box<dyn Read + 'a>> {
+    let mut magic = [0u8; 2];
+    let mut head = File::open(path).map_err(|e| Error::io(path, e))?;
+    let gzip = head.read(&mut magic).map_err(|e| Error::io(path, e))? == 2 && magic == [0x1f, 0x8b];
+    Ok(if gzip {
+        Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)))
+    } else {
+        Box::new(file)
+    })
+}
+
+/// The trace's `distributedInfo.rank`, read from the members before `traceEvents` (where
+/// Kineto writes it) without reading the events; `None` when it is not there.
+pub fn peek_rank(path: &Path) -> Option<u32> {
+    let file = File::open(path).ok()?;
+    let mut s = Splitter::new(text_of(path, file).ok()?);
+    s.skip_bom().ok()?;
+    s.expect(b'{').ok()?;
+    let mut raw = Vec::new();
+    loop {
+        let key = s.key().ok()?;
+        if key == "traceEvents" {
+            return None;
+        }
+        raw.clear();
+        s.value(&mut raw).ok()?;
+        if key == "distributedInfo" {
+            return serde_json::from_slice::<DistributedInfo>(&raw)
+                .ok()
+                .and_then(|info| info.rank());
+        }
+        if !s.next_or_close(b'}').ok()? {
+            return None;
+        }
+    }
+}
+
 /// `rank3`, `rank-3`, `rank_3` in the file name → 3.
-fn rank_in_name(path: &Path) -> Option<u32> {
+pub(crate) fn rank_in_name(path: &Path) -> Option<u32> {
     let name = path.file_name()?.to_string_lossy().to_lowercase();
     let at = name.find("rank")? + 4;
     let rest = name[at..].trim_start_matches(['-', '_']);

@@ -2,6 +2,7 @@
 //! 80-column terminal in [`text`], a self-contained page in [`html`].
 
 pub mod html;
+pub mod stream;
 pub mod tables;
 mod text;
 
