@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -33,26 +32,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _measure import ChildRun, closing_notes, last_json, loadavg, note, run_child
+from _measure import (
+    ChildRun,
+    closing_notes,
+    last_json,
+    loadavg,
+    note,
+    own_peak_rss_mb,
+    run_child,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from _helpers import stretched_trace  # noqa: E402
+from _helpers import rank_job
 
 TRACE = REPO.parent / "shared/data/gpu-h200/lm_clean/profiler_traces/1795675943334.pt.trace.json.gz"
 NATIVE = REPO / "target/release/gpuscope"
 CONSOLE = Path(sys.executable).parent / "gpuscope"
 SIDES = ("cli", "pip", "slurm", "dask")
 LIMIT_MB = 400.0
-
-
-def peak_rss_mb() -> float:
-    """This process's peak RSS, MB (VmHWM)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def dask_side(job: str) -> None:
@@ -68,7 +66,7 @@ def dask_side(job: str) -> None:
         Client(cluster) as client,
     ):
         summaries = client.gather(client.map(gpuscope.rank_summary, paths))
-        workers = list(client.run(peak_rss_mb).values())
+        workers = list(client.run(own_peak_rss_mb).values())
     merged = gpuscope.merge_rank_summaries(summaries)
     stragglers = [s["rank"] for s in merged["comparison"]["stragglers"]]
     print(json.dumps({"stragglers": stragglers, "workers_rss_mb": workers}))
@@ -103,18 +101,6 @@ def run_side(side: str, job: Path, scratch: Path) -> tuple[ChildRun, list[int], 
     return child, answer["stragglers"], child.peak_rss_mb + sum(answer["workers_rss_mb"])
 
 
-def make_job(root: Path, ranks: int, slow: int) -> Path:
-    job = root / f"ranks{ranks}"
-    job.mkdir()
-    for rank in range(ranks):
-        path = job / f"rank{rank}.pt.trace.json.gz"
-        if rank == slow:
-            stretched_trace(TRACE, path, 1.3)
-        else:
-            os.symlink(TRACE, path)
-    return job
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[256, 1024])
@@ -137,7 +123,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in args.ranks:
             slow = ranks * 7 // 13
-            job = make_job(Path(tmp), ranks, slow)
+            job = rank_job(Path(tmp) / f"ranks{ranks}", TRACE, ranks, slow)
             runs: dict[str, list[tuple[ChildRun, float]]] = {s: [] for s in SIDES}
             for k in range(args.repeat):
                 for side in SIDES:

@@ -176,3 +176,17 @@ def stretched_trace(source: Path, out: Path, factor: float) -> None:
         if e.get("cat") in ("kernel", "Kernel") and "dur" in e:
             e["dur"] = e["dur"] * factor
     out.write_bytes(gzip.compress(json.dumps(doc).encode()))
+
+
+def rank_job(directory: Path, source: Path, ranks: int, slow: int, stretch: float = 1.3) -> Path:
+    """A job's directory of ``ranks`` trace files ``rank<R>.pt.trace.json.gz`` (ranks from
+    the names): links to ``source``, but rank ``slow`` a copy with every kernel
+    ``stretch`` times longer."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for rank in range(ranks):
+        path = directory / f"rank{rank}.pt.trace.json.gz"
+        if rank == slow:
+            stretched_trace(source, path, stretch)
+        else:
+            os.symlink(source, path)
+    return directory

@@ -6,7 +6,6 @@ a V100, whose rank comes from the file name), one of them with its kernels stret
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 import gpuscope
 import pytest
-from _helpers import SHARED_DATA, shared_file, stretched_trace
+from _helpers import SHARED_DATA, rank_job, shared_file
 
 TRACES = SHARED_DATA / "traces"
 SOURCE = "resnet50_v100_memory_workers4.json.gz"
@@ -26,15 +25,8 @@ STRETCH = 1.3
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory of RANKS rank files: links to one trace, rank SLOW stretched."""
-    d = tmp_path_factory.mktemp("job")
     source = shared_file(TRACES / SOURCE)
-    for rank in range(RANKS):
-        path = d / f"rank{rank}.json.gz"
-        if rank == SLOW:
-            stretched_trace(source, path, STRETCH)
-        else:
-            os.symlink(source, path)
-    return d
+    return rank_job(tmp_path_factory.mktemp("job"), source, RANKS, SLOW, STRETCH)
 
 
 def test_every_shared_trace_summarises_under_16_kib() -> None:

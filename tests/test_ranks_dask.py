@@ -14,27 +14,19 @@ from pathlib import Path
 
 import gpuscope
 import pytest
-from _helpers import SHARED_DATA, gpuscope_cli, shared_file, stretched_trace
+from _helpers import SHARED_DATA, gpuscope_cli, rank_job, shared_file
 from distributed import Client, LocalCluster
 
 H200_TRACE = SHARED_DATA / "gpu-h200/lm_clean/profiler_traces/1795675943334.pt.trace.json.gz"
 RANKS = 256
 SLOW = 137
-STRETCH = 1.3
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """RANKS rank files: links to the H200 trace, rank SLOW a stretched copy."""
-    d = tmp_path_factory.mktemp("job256")
     source = shared_file(H200_TRACE)
-    for rank in range(RANKS):
-        path = d / f"rank{rank}.pt.trace.json.gz"
-        if rank == SLOW:
-            stretched_trace(source, path, STRETCH)
-        else:
-            os.symlink(source, path)
-    return d
+    return rank_job(tmp_path_factory.mktemp("job256"), source, RANKS, SLOW)
 
 
 def test_dask_workers_summarise_256_ranks_and_the_merge_finds_the_stretched_one(
