@@ -9,6 +9,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::classify::Call;
 use crate::model::trace::{Kind, RankFrom, Trace, TraceFile, NONE, NO_SHAPES};
 use crate::model::words::words;
 
@@ -56,38 +57,6 @@ pub struct HealthIssue {
     /// trace.
     pub detail: String,
 }
-
-/// Runtime and driver calls that launch one kernel each (CUDA and ROCm spellings). Copies
-/// and memsets are left out: a copy or memset of 0 bytes returns without any GPU work
-/// (235 of the 380 `cudaMemsetAsync` of the shared V100 trace, cuDNN's empty workspaces).
-pub const KERNEL_LAUNCHES: [&str; 10] = [
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cudaLaunchCooperativeKernel",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cuLaunchCooperativeKernel",
-    "hipLaunchKernel",
-    "hipExtLaunchKernel",
-    "hipModuleLaunchKernel",
-    "hipExtModuleLaunchKernel",
-];
-
-/// Calls that replay a CUDA (or HIP) graph.
-pub const GRAPH_LAUNCHES: [&str; 3] = ["cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"];
-
-/// Calls that wait for all work on the device: what was launched before one began had run
-/// by the time it returned.
-const DEVICE_SYNCS: [&str; 3] = [
-    "cudaDeviceSynchronize",
-    "cuCtxSynchronize",
-    "hipDeviceSynchronize",
-];
-
-/// Prefixes of the calls that begin and end a stream capture: kernels launched in between
-/// are recorded into a graph, not run.
-const CAPTURE_BEGIN: [&str; 2] = ["cudaStreamBeginCapture", "cuStreamBeginCapture"];
-const CAPTURE_END: [&str; 2] = ["cudaStreamEndCapture", "cuStreamEndCapture"];
 
 /// Phrases of Kineto's log that say it lost records.
 const KINETO_LOSSES: [&str; 3] = [
@@ -184,12 +153,7 @@ fn rank_health(trace: &Trace) -> Vec<HealthIssue> {
     issues
 }
 
-/// The ids of the names in `names` that the trace uses.
-fn name_ids(trace: &Trace, names: &[&str]) -> FxHashSet<u32> {
-    names.iter().filter_map(|n| trace.names.find(n)).collect()
-}
-
-/// Runtime and driver calls named in `names`.
+/// Runtime and driver calls whose name is one of `names`.
 fn calls<'a>(trace: &'a Trace, names: &'a FxHashSet<u32>) -> impl Iterator<Item = usize> + 'a {
     let e = &trace.events;
     (0..e.len()).filter(move |&i| {
@@ -241,7 +205,7 @@ impl Graphs {
 
 fn cuda_graphs(trace: &Trace) -> Option<Graphs> {
     let e = &trace.events;
-    let names = name_ids(trace, &GRAPH_LAUNCHES);
+    let names = Call::names_in(trace, &[Call::GraphLaunch]);
     let correlations: FxHashSet<i64> = calls(trace, &names).map(|i| e.correlation[i]).collect();
     if correlations.is_empty() {
         return None;
@@ -269,7 +233,9 @@ fn cuda_graphs(trace: &Trace) -> Option<Graphs> {
 /// (CUPTI's range profiler) has nothing to match: 0.
 pub fn dropped_kernels(trace: &Trace) -> u64 {
     let e = &trace.events;
-    let launch_names = name_ids(trace, &KERNEL_LAUNCHES);
+    // Kernel launches only: a copy or memset of 0 bytes returns without any GPU work (235
+    // of the 380 `cudaMemsetAsync` of the shared V100 trace, cuDNN's empty workspaces).
+    let launch_names = Call::names_in(trace, &[Call::KernelLaunch]);
     if launch_names.is_empty() {
         return 0;
     }
@@ -282,7 +248,7 @@ pub fn dropped_kernels(trace: &Trace) -> u64 {
         // GPU work without correlation ids (CUPTI's range profiler): nothing to match.
         return 0;
     }
-    let sync_names = name_ids(trace, &DEVICE_SYNCS);
+    let sync_names = Call::names_in(trace, &[Call::DeviceSync]);
     let horizon = match calls(trace, &sync_names).map(|i| e.ts[i]).max() {
         Some(sync) => sync,
         None => {
@@ -321,22 +287,11 @@ pub fn dropped_kernels(trace: &Trace) -> u64 {
 /// the end of the next end call on that thread (to the end of the trace when none).
 fn captures(trace: &Trace) -> FxHashMap<i64, Vec<(i64, i64)>> {
     let e = &trace.events;
-    let is = |i: usize, prefixes: &[&str]| {
-        matches!(e.kind[i], Kind::Runtime | Kind::Driver)
-            && prefixes
-                .iter()
-                .any(|p| trace.names.get(e.name[i]).starts_with(p))
-    };
-    let mut marks: Vec<(i64, i64, bool)> = (0..e.len())
-        .filter_map(|i| {
-            if is(i, &CAPTURE_BEGIN) {
-                Some((e.tid[i], e.ts[i], true))
-            } else if is(i, &CAPTURE_END) {
-                Some((e.tid[i], e.end(i), false))
-            } else {
-                None
-            }
-        })
+    let begins = Call::names_in(trace, &[Call::CaptureBegin]);
+    let ends = Call::names_in(trace, &[Call::CaptureEnd]);
+    let mut marks: Vec<(i64, i64, bool)> = calls(trace, &begins)
+        .map(|i| (e.tid[i], e.ts[i], true))
+        .chain(calls(trace, &ends).map(|i| (e.tid[i], e.end(i), false)))
         .collect();
     marks.sort_unstable();
     let mut spans: FxHashMap<i64, Vec<(i64, i64)>> = FxHashMap::default();

@@ -4,6 +4,7 @@
 //! it departs.
 
 pub mod clamp;
+pub mod classify;
 pub mod copies;
 pub mod device_memory;
 pub mod diff;
@@ -11,7 +12,6 @@ pub mod gaps;
 pub mod health;
 pub mod idle;
 pub mod intervals;
-pub mod kernel_type;
 pub mod kernels;
 pub mod launches;
 pub mod operators;

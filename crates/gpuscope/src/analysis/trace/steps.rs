@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::classify::KernelType;
 use super::intervals::{intersection, length, merge, Interval};
-use super::kernel_type::KernelType;
 use crate::model::trace::{Kind, Trace};
 use crate::model::words::words;
 
