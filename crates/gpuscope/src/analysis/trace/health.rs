@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::classify::Call;
+use super::graphs::{GraphReplays, Replays};
 use crate::model::trace::{Kind, RankFrom, Trace, TraceFile, NONE, NO_SHAPES};
 use crate::model::words::words;
 
@@ -134,11 +135,11 @@ fn rank_health(trace: &Trace) -> Vec<HealthIssue> {
         };
         issues.push(issue(HealthKind::SingleStep, steps.len() as u64, detail));
     }
-    if let Some(graphs) = cuda_graphs(trace) {
+    if let Some(graphs) = Replays::of(trace).summary(|i| e.dur[i]) {
         issues.push(issue(
             HealthKind::CudaGraphs,
             graphs.launches,
-            graphs.detail(),
+            graphs_detail(&graphs),
         ));
     }
     let dropped = dropped_kernels(trace);
@@ -181,44 +182,18 @@ fn step_starts(trace: &Trace) -> std::collections::BTreeMap<String, (i64, i64)> 
     steps
 }
 
-/// Graph launches and the GPU work they replayed.
-struct Graphs {
-    launches: u64,
-    work: u64,
-    gpu_ns: i64,
-}
-
-impl Graphs {
-    fn detail(&self) -> String {
-        format!(
-            "{} CUDA graph launches replayed {} kernels, copies and memsets ({:.1} ms of \
-             GPU time) that no CPU operator launched: per-operator GPU time leaves them \
-             out (or gives them to the operator that replayed the graph), though kernel \
-             and stream figures count them. Profile once without CUDA graphs \
-             (torch.compile mode other than \"reduce-overhead\") to see them by operator.",
-            self.launches,
-            self.work,
-            self.gpu_ns as f64 / 1e6
-        )
-    }
-}
-
-fn cuda_graphs(trace: &Trace) -> Option<Graphs> {
-    let e = &trace.events;
-    let names = Call::names_in(trace, &[Call::GraphLaunch]);
-    let correlations: FxHashSet<i64> = calls(trace, &names).map(|i| e.correlation[i]).collect();
-    if correlations.is_empty() {
-        return None;
-    }
-    let launches = calls(trace, &names).count() as u64;
-    let replayed: Vec<usize> = (0..e.len())
-        .filter(|&i| e.kind[i].is_gpu() && correlations.contains(&e.correlation[i]))
-        .collect();
-    Some(Graphs {
-        launches,
-        work: replayed.len() as u64,
-        gpu_ns: replayed.iter().map(|&i| e.dur[i]).sum(),
-    })
+/// What the health issue on graph launches says of `graphs`.
+fn graphs_detail(graphs: &GraphReplays) -> String {
+    format!(
+        "{} CUDA graph launches replayed {} kernels, copies and memsets ({:.1} ms of GPU \
+         time) that no CPU operator launched: per-operator GPU time leaves them out (or \
+         gives them to the operator that replayed the graph), though kernel and stream \
+         figures count them. Profile once without CUDA graphs (torch.compile mode other \
+         than \"reduce-overhead\") to see them by operator.",
+        graphs.launches,
+        graphs.work,
+        graphs.gpu_us / 1000.0
+    )
 }
 
 /// Kernel launches with a correlation id whose kernel is not in the trace, counting only

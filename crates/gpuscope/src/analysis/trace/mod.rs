@@ -9,6 +9,7 @@ pub mod copies;
 pub mod device_memory;
 pub mod diff;
 pub mod gaps;
+pub mod graphs;
 pub mod health;
 pub mod idle;
 pub mod intervals;
