@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 
 use serde::Serialize;
 
-use gpuscope::analysis::trace::kernel_type::KernelType;
+use gpuscope::analysis::trace::classify::KernelType;
 use gpuscope::analysis::trace::kernels::type_breakdown_of;
 use gpuscope::analysis::trace::launches::launches;
 use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;

@@ -11,6 +11,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::classify::Call;
+use super::graphs::{GraphReplays, Replays};
 use crate::model::trace::{Kind, RankFrom, Trace, TraceFile, NONE, NO_SHAPES};
 use crate::model::words::words;
 
@@ -58,38 +60,6 @@ pub struct HealthIssue {
     /// trace.
     pub detail: String,
 }
-
-/// Runtime and driver calls that launch one kernel each (CUDA and ROCm spellings). Copies
-/// and memsets are left out: a copy or memset of 0 bytes returns without any GPU work
-/// (235 of the 380 `cudaMemsetAsync` of the shared V100 trace, cuDNN's empty workspaces).
-pub const KERNEL_LAUNCHES: [&str; 10] = [
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cudaLaunchCooperativeKernel",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cuLaunchCooperativeKernel",
-    "hipLaunchKernel",
-    "hipExtLaunchKernel",
-    "hipModuleLaunchKernel",
-    "hipExtModuleLaunchKernel",
-];
-
-/// Calls that replay a CUDA (or HIP) graph.
-pub const GRAPH_LAUNCHES: [&str; 3] = ["cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"];
-
-/// Calls that wait for all work on the device: what was launched before one began had run
-/// by the time it returned.
-const DEVICE_SYNCS: [&str; 3] = [
-    "cudaDeviceSynchronize",
-    "cuCtxSynchronize",
-    "hipDeviceSynchronize",
-];
-
-/// Prefixes of the calls that begin and end a stream capture: kernels launched in between
-/// are recorded into a graph, not run.
-const CAPTURE_BEGIN: [&str; 2] = ["cudaStreamBeginCapture", "cuStreamBeginCapture"];
-const CAPTURE_END: [&str; 2] = ["cudaStreamEndCapture", "cuStreamEndCapture"];
 
 /// Phrases of Kineto's log that say it lost records.
 const KINETO_LOSSES: [&str; 3] = [
@@ -202,11 +172,11 @@ pub fn rank_health(trace: &Trace) -> Vec<HealthIssue> {
         };
         issues.push(issue(HealthKind::SingleStep, steps.len() as u64, detail));
     }
-    if let Some(graphs) = cuda_graphs(trace) {
+    if let Some(graphs) = Replays::of(trace).summary(|i| e.dur[i]) {
         issues.push(issue(
             HealthKind::CudaGraphs,
             graphs.launches,
-            graphs.detail(),
+            graphs_detail(&graphs),
         ));
     }
     let dropped = dropped_kernels(trace);
@@ -221,12 +191,7 @@ pub fn rank_health(trace: &Trace) -> Vec<HealthIssue> {
     issues
 }
 
-/// The ids of the names in `names` that the trace uses.
-fn name_ids(trace: &Trace, names: &[&str]) -> FxHashSet<u32> {
-    names.iter().filter_map(|n| trace.names.find(n)).collect()
-}
-
-/// Runtime and driver calls named in `names`.
+/// Runtime and driver calls whose name is one of `names`.
 fn calls<'a>(trace: &'a Trace, names: &'a FxHashSet<u32>) -> impl Iterator<Item = usize> + 'a {
     let e = &trace.events;
     (0..e.len()).filter(move |&i| {
@@ -254,44 +219,18 @@ fn step_starts(trace: &Trace) -> BTreeMap<String, (i64, i64)> {
     steps
 }
 
-/// Graph launches and the GPU work they replayed.
-struct Graphs {
-    launches: u64,
-    work: u64,
-    gpu_ns: i64,
-}
-
-impl Graphs {
-    fn detail(&self) -> String {
-        format!(
-            "{} CUDA graph launches replayed {} kernels, copies and memsets ({:.1} ms of \
-             GPU time) that no CPU operator launched: per-operator GPU time leaves them \
-             out (or gives them to the operator that replayed the graph), though kernel \
-             and stream figures count them. Profile once without CUDA graphs \
-             (torch.compile mode other than \"reduce-overhead\") to see them by operator.",
-            self.launches,
-            self.work,
-            self.gpu_ns as f64 / 1e6
-        )
-    }
-}
-
-fn cuda_graphs(trace: &Trace) -> Option<Graphs> {
-    let e = &trace.events;
-    let names = name_ids(trace, &GRAPH_LAUNCHES);
-    let correlations: FxHashSet<i64> = calls(trace, &names).map(|i| e.correlation[i]).collect();
-    if correlations.is_empty() {
-        return None;
-    }
-    let launches = calls(trace, &names).count() as u64;
-    let replayed: Vec<usize> = (0..e.len())
-        .filter(|&i| e.kind[i].is_gpu() && correlations.contains(&e.correlation[i]))
-        .collect();
-    Some(Graphs {
-        launches,
-        work: replayed.len() as u64,
-        gpu_ns: replayed.iter().map(|&i| e.dur[i]).sum(),
-    })
+/// What the health issue on graph launches says of `graphs`.
+fn graphs_detail(graphs: &GraphReplays) -> String {
+    format!(
+        "{} CUDA graph launches replayed {} kernels, copies and memsets ({:.1} ms of GPU \
+         time) that no CPU operator launched: per-operator GPU time leaves them out (or \
+         gives them to the operator that replayed the graph), though kernel and stream \
+         figures count them. Profile once without CUDA graphs (torch.compile mode other \
+         than \"reduce-overhead\") to see them by operator.",
+        graphs.launches,
+        graphs.work,
+        graphs.gpu_us / 1000.0
+    )
 }
 
 /// Kernel launches with a correlation id whose kernel is not in the trace, counting only
@@ -306,7 +245,9 @@ fn cuda_graphs(trace: &Trace) -> Option<Graphs> {
 /// (CUPTI's range profiler) has nothing to match: 0.
 pub fn dropped_kernels(trace: &Trace) -> u64 {
     let e = &trace.events;
-    let launch_names = name_ids(trace, &KERNEL_LAUNCHES);
+    // Kernel launches only: a copy or memset of 0 bytes returns without any GPU work (235
+    // of the 380 `cudaMemsetAsync` of the shared V100 trace, cuDNN's empty workspaces).
+    let launch_names = Call::names_in(trace, &[Call::KernelLaunch]);
     if launch_names.is_empty() {
         return 0;
     }
@@ -319,7 +260,7 @@ pub fn dropped_kernels(trace: &Trace) -> u64 {
         // GPU work without correlation ids (CUPTI's range profiler): nothing to match.
         return 0;
     }
-    let sync_names = name_ids(trace, &DEVICE_SYNCS);
+    let sync_names = Call::names_in(trace, &[Call::DeviceSync]);
     let horizon = match calls(trace, &sync_names).map(|i| e.ts[i]).max() {
         Some(sync) => sync,
         None => {
@@ -358,22 +299,11 @@ pub fn dropped_kernels(trace: &Trace) -> u64 {
 /// the end of the next end call on that thread (to the end of the trace when none).
 fn captures(trace: &Trace) -> FxHashMap<i64, Vec<(i64, i64)>> {
     let e = &trace.events;
-    let is = |i: usize, prefixes: &[&str]| {
-        matches!(e.kind[i], Kind::Runtime | Kind::Driver)
-            && prefixes
-                .iter()
-                .any(|p| trace.names.get(e.name[i]).starts_with(p))
-    };
-    let mut marks: Vec<(i64, i64, bool)> = (0..e.len())
-        .filter_map(|i| {
-            if is(i, &CAPTURE_BEGIN) {
-                Some((e.tid[i], e.ts[i], true))
-            } else if is(i, &CAPTURE_END) {
-                Some((e.tid[i], e.end(i), false))
-            } else {
-                None
-            }
-        })
+    let begins = Call::names_in(trace, &[Call::CaptureBegin]);
+    let ends = Call::names_in(trace, &[Call::CaptureEnd]);
+    let mut marks: Vec<(i64, i64, bool)> = calls(trace, &begins)
+        .map(|i| (e.tid[i], e.ts[i], true))
+        .chain(calls(trace, &ends).map(|i| (e.tid[i], e.end(i), false)))
         .collect();
     marks.sort_unstable();
     let mut spans: FxHashMap<i64, Vec<(i64, i64)>> = FxHashMap::default();

@@ -6,8 +6,8 @@ use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
+use super::classify::KernelType;
 use super::intervals::{exclusive_regions, merge};
-use super::kernel_type::KernelType;
 use super::scope::Scope;
 use crate::model::trace::Trace;
 
@@ -23,6 +23,9 @@ const TYPES: [KernelType; 3] = [
 pub struct TypeTime {
     /// `COMPUTATION`, `COMMUNICATION overlapping MEMORY`, ... (HTA's labels).
     pub kernel_type: String,
+    /// The types that ran together in this time, the label's words.
+    #[serde(skip)]
+    pub types: Vec<KernelType>,
     /// Time, µs.
     pub sum_us: f64,
     /// Share of the time any of the types ran, percent.
@@ -50,16 +53,23 @@ pub fn type_breakdown_of(trace: &Trace, scope: &Scope, types: &[KernelType]) -> 
     let total: i64 = regions.iter().map(|(_, t)| t).sum();
     let mut out: Vec<TypeTime> = regions
         .into_iter()
-        .map(|(mask, ns)| TypeTime {
-            kernel_type: types
+        .map(|(mask, ns)| {
+            let running: Vec<KernelType> = types
                 .iter()
                 .enumerate()
                 .filter(|(bit, _)| mask & (1 << bit) != 0)
-                .map(|(_, t)| t.as_str())
-                .collect::<Vec<_>>()
-                .join(" overlapping "),
-            sum_us: ns as f64 / 1000.0,
-            percentage: ns as f64 * 100.0 / total as f64,
+                .map(|(_, &t)| t)
+                .collect();
+            TypeTime {
+                kernel_type: running
+                    .iter()
+                    .map(KernelType::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" overlapping "),
+                types: running,
+                sum_us: ns as f64 / 1000.0,
+                percentage: ns as f64 * 100.0 / total as f64,
+            }
         })
         .collect();
     out.sort_by(|a, b| b.sum_us.total_cmp(&a.sum_us));

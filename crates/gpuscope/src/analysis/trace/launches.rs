@@ -8,25 +8,9 @@ use rustc_hash::FxHashMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::classify::Call;
 use super::scope::Scope;
 use crate::model::trace::{Trace, NONE};
-
-/// Runtime calls that launch GPU work (CUDA and ROCm spellings).
-pub const LAUNCH_CALLS: [&str; 13] = [
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cudaMemcpyAsync",
-    "cudaMemsetAsync",
-    "hipLaunchKernel",
-    "hipExtLaunchKernel",
-    "hipModuleLaunchKernel",
-    "hipExtModuleLaunchKernel",
-    "hipMemcpyAsync",
-    "hipMemcpyWithStream",
-    "hipMemsetAsync",
-];
 
 /// One launch: the runtime call and the work it launched.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,13 +28,12 @@ pub struct Launch {
     pub delay_ns: i64,
 }
 
-/// The launches of the GPU work in `scope`, in the order of the calls.
+/// The launches of the GPU work in `scope`, in the order of the calls: kernel launches,
+/// and copies and memsets launched on a stream. Graph launches are left out: one starts
+/// many pieces of work, none with a launch of its own.
 pub fn launches(trace: &Trace, scope: &Scope) -> Vec<Launch> {
     let e = &trace.events;
-    let launch_names: Vec<u32> = LAUNCH_CALLS
-        .iter()
-        .filter_map(|n| trace.names.find(n))
-        .collect();
+    let launch_names = Call::names_in(trace, &[Call::KernelLaunch, Call::CopyLaunch]);
     let work_by_correlation: FxHashMap<i64, usize> = scope
         .gpu
         .iter()

@@ -4,14 +4,15 @@
 //! it departs.
 
 pub mod clamp;
+pub mod classify;
 pub mod copies;
 pub mod device_memory;
 pub mod diff;
 pub mod gaps;
+pub mod graphs;
 pub mod health;
 pub mod idle;
 pub mod intervals;
-pub mod kernel_type;
 pub mod kernels;
 pub mod launches;
 pub mod operators;

@@ -7,12 +7,15 @@
 //! in traces whose GPU work carries no operator's External id (older Kineto wrote its
 //! correlation id there), through the runtime call that launched it: the innermost
 //! operator enclosing that call on its thread launched it. Unknown (`null`) when neither
-//! links anything (a sampled trace without the launching thread).
+//! links anything (a sampled trace without the launching thread). GPU work replayed from a
+//! CUDA graph has one launch for the whole graph: it goes to the operator that ran the
+//! graph launch, and [`GraphCredit`] says how much that is.
 
 use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
+use super::graphs::Replays;
 use crate::model::trace::{Kind, Trace, NONE, NO_SHAPES};
 
 /// One operator, or one operator with one set of input shapes.
@@ -48,6 +51,47 @@ pub struct Operators {
     pub gpu_time_linked_by: Option<GpuLink>,
     /// By name and input shapes, most total time first; empty without recorded shapes.
     pub by_shapes: Vec<OperatorStats>,
+    /// The GPU work replayed from CUDA graphs, which the launched GPU time can give only
+    /// to the operators that launched the graphs; `null` without graph launches.
+    pub graph_replays: Option<GraphCredit>,
+}
+
+/// How the operators' launched GPU time counts the work replayed from CUDA graphs: all of
+/// a graph's work to the operator that ran its launch call (`CompiledFunction` under
+/// torch.compile), none to the operators captured into the graph, which the trace does not
+/// record at replay.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GraphCredit {
+    /// Graph launch calls in the trace.
+    pub launches: u64,
+    /// GPU time of the work they replayed, µs.
+    pub gpu_us: f64,
+    /// The part of it in the operators' launched GPU time, µs; the rest was launched
+    /// outside any operator (or the trace does not link GPU work to operators).
+    pub credited_us: f64,
+    /// The operators credited with it, most first.
+    pub credited_to: Vec<String>,
+}
+
+impl GraphCredit {
+    /// What the operators' GPU time cannot attribute, in a sentence.
+    pub fn note(&self) -> String {
+        let mut note = format!(
+            "{:.1} ms of GPU work was replayed by {} CUDA graph launches: its operators were \
+             captured into the graphs and are not recorded at replay, so their GPU time is \
+             not known.",
+            self.gpu_us / 1000.0,
+            self.launches
+        );
+        if !self.credited_to.is_empty() {
+            note.push_str(&format!(
+                " GPU ms gives {:.1} ms of it to the operators that launched the graphs ({}).",
+                self.credited_us / 1000.0,
+                self.credited_to.join(", ")
+            ));
+        }
+        note
+    }
 }
 
 /// How GPU work is matched to the operator that launched it.
@@ -98,6 +142,8 @@ fn operators_where(trace: &Trace, top: usize, keep: impl Fn(usize) -> bool) -> O
         .collect();
     let calls = calls(trace, &ops);
     let mut by_name: FxHashMap<u32, OperatorStats> = FxHashMap::default();
+    // GPU time replayed from graphs credited to each name, ns.
+    let mut graph_by_name: FxHashMap<u32, i64> = FxHashMap::default();
     let mut by_shapes: FxHashMap<(u32, u32), OperatorStats> = FxHashMap::default();
     for (k, &i) in ops.iter().enumerate() {
         if calls.merged[k] {
@@ -112,6 +158,9 @@ fn operators_where(trace: &Trace, top: usize, keep: impl Fn(usize) -> bool) -> O
                 *us += gpu_ns[k] as f64 / 1000.0;
             }
         };
+        if let Some(graph_ns) = calls.graph_ns.as_ref().filter(|g| g[k] > 0) {
+            *graph_by_name.entry(e.name[i]).or_default() += graph_ns[k];
+        }
         let known = gpu_ns.is_some();
         add(by_name
             .entry(e.name[i])
@@ -134,7 +183,35 @@ fn operators_where(trace: &Trace, top: usize, keep: impl Fn(usize) -> bool) -> O
         gpu_time_known: calls.linked_by.is_some(),
         gpu_time_linked_by: calls.linked_by,
         by_shapes: ranked(by_shapes.into_values().collect(), top, |s| s.total_us),
+        graph_replays: graph_credit(trace, &calls.replays, graph_by_name, top),
     }
+}
+
+/// How the operators' GPU time counts `replays`, given the GPU time of graph work credited
+/// to each operator name (ns); `None` without graph launches.
+fn graph_credit(
+    trace: &Trace,
+    replays: &Replays,
+    by_name: FxHashMap<u32, i64>,
+    top: usize,
+) -> Option<GraphCredit> {
+    let e = &trace.events;
+    let summary = replays.summary(|i| e.dur[i])?;
+    let mut credited: Vec<(u32, i64)> = by_name.into_iter().collect();
+    credited.sort_by(|a, b| {
+        b.1.cmp(&a.1)
+            .then_with(|| trace.names.get(a.0).cmp(trace.names.get(b.0)))
+    });
+    Some(GraphCredit {
+        launches: summary.launches,
+        gpu_us: summary.gpu_us,
+        credited_us: credited.iter().map(|c| c.1).sum::<i64>() as f64 / 1000.0,
+        credited_to: credited
+            .iter()
+            .take(top)
+            .map(|c| trace.names.get(c.0).to_owned())
+            .collect(),
+    })
 }
 
 fn empty(trace: &Trace, name: u32, shapes: u32, gpu_known: bool) -> OperatorStats {
@@ -167,6 +244,11 @@ struct Calls {
     gpu_ns: Option<Vec<i64>>,
     /// How it links them; `None` exactly when `gpu_ns` is.
     linked_by: Option<GpuLink>,
+    /// The part of `gpu_ns` replayed from CUDA graphs; `None` when `gpu_ns` is, or
+    /// without graph launches.
+    graph_ns: Option<Vec<i64>>,
+    /// The trace's graph launches and the work they replayed.
+    replays: Replays,
 }
 
 /// The calls of `ops` (indices into the events).
@@ -184,7 +266,13 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
     let mut owner: Vec<usize> = (0..ops.len()).collect();
     let mut self_ns: Vec<i64> = ops.iter().map(|&i| e.dur[i]).collect();
     let launched = launched_gpu_time(trace, ops);
+    let replays = Replays::of(trace);
+    let replayed = launched
+        .as_ref()
+        .filter(|_| !replays.launches.is_empty())
+        .map(|&(_, link)| launched_by(trace, ops, link, &replays.work));
     let mut gpu_ns = launched.as_ref().map(|_| vec![0i64; ops.len()]);
+    let mut graph_ns = replayed.as_ref().map(|_| vec![0i64; ops.len()]);
     for &k in &order {
         if let Some(p) = parent[k] {
             if e.name[ops[p]] == e.name[ops[k]] && children[p] == 1 {
@@ -197,12 +285,17 @@ fn calls(trace: &Trace, ops: &[usize]) -> Calls {
         if let (Some(gpu_ns), Some((launched, _))) = (&mut gpu_ns, &launched) {
             gpu_ns[owner[k]] += launched[k];
         }
+        if let (Some(graph_ns), Some(replayed)) = (&mut graph_ns, &replayed) {
+            graph_ns[owner[k]] += replayed[k];
+        }
     }
     Calls {
         merged,
         self_ns: self_ns.into_iter().map(|ns| ns.max(0)).collect(),
         gpu_ns,
         linked_by: launched.map(|(_, link)| link),
+        graph_ns,
+        replays,
     }
 }
 
@@ -242,43 +335,56 @@ fn parents(trace: &Trace, ops: &[usize]) -> Vec<Option<usize>> {
 /// to have launched nothing.
 fn launched_gpu_time(trace: &Trace, ops: &[usize]) -> Option<(Vec<i64>, GpuLink)> {
     let e = &trace.events;
-    let mut by_external: FxHashMap<i64, i64> = FxHashMap::default();
-    let mut gpu_work = false;
-    let mut external_is_correlation = true;
-    for i in 0..e.len() {
-        if e.kind[i].is_gpu() {
-            gpu_work = true;
-            if e.external_id[i] != NONE {
-                external_is_correlation &= e.external_id[i] == e.correlation[i];
-                *by_external.entry(e.external_id[i]).or_default() += e.dur[i];
-            }
-        }
-    }
-    if !gpu_work {
+    let work: Vec<usize> = (0..e.len()).filter(|&i| e.kind[i].is_gpu()).collect();
+    if work.is_empty() {
         return Some((vec![0; ops.len()], GpuLink::ExternalId));
     }
-    if !external_is_correlation {
-        let launched: Vec<i64> = ops
+    let external_is_correlation = work
+        .iter()
+        .all(|&i| e.external_id[i] == NONE || e.external_id[i] == e.correlation[i]);
+    let links = [
+        (!external_is_correlation).then_some(GpuLink::ExternalId),
+        Some(GpuLink::Enclosure),
+    ];
+    links.into_iter().flatten().find_map(|link| {
+        let launched = launched_by(trace, ops, link, &work);
+        launched
             .iter()
-            .map(|&i| match e.external_id[i] {
-                NONE => 0,
-                id => by_external.get(&id).copied().unwrap_or(0),
-            })
-            .collect();
-        if launched.iter().any(|&ns| ns > 0) {
-            return Some((launched, GpuLink::ExternalId));
-        }
-    }
-    launched_by_enclosure(trace, ops).map(|launched| (launched, GpuLink::Enclosure))
+            .any(|&ns| ns > 0)
+            .then_some((launched, link))
+    })
 }
 
-/// GPU time launched by each of `ops`, credited to the innermost operator that encloses,
-/// on its thread, the runtime call with the work's correlation id; `None` when no launch
-/// is inside an operator.
-fn launched_by_enclosure(trace: &Trace, ops: &[usize]) -> Option<Vec<i64>> {
+/// GPU time of `work` launched by each of `ops`, linked by `link`.
+fn launched_by(trace: &Trace, ops: &[usize], link: GpuLink, work: &[usize]) -> Vec<i64> {
+    match link {
+        GpuLink::ExternalId => launched_by_external_id(trace, ops, work),
+        GpuLink::Enclosure => launched_by_enclosure(trace, ops, work),
+    }
+}
+
+/// GPU time of `work` launched by each of `ops`: the work carrying the operator's External
+/// id.
+fn launched_by_external_id(trace: &Trace, ops: &[usize], work: &[usize]) -> Vec<i64> {
+    let e = &trace.events;
+    let mut by_external: FxHashMap<i64, i64> = FxHashMap::default();
+    for &i in work.iter().filter(|&&i| e.external_id[i] != NONE) {
+        *by_external.entry(e.external_id[i]).or_default() += e.dur[i];
+    }
+    ops.iter()
+        .map(|&i| match e.external_id[i] {
+            NONE => 0,
+            id => by_external.get(&id).copied().unwrap_or(0),
+        })
+        .collect()
+}
+
+/// GPU time of `work` launched by each of `ops`, credited to the innermost operator that
+/// encloses, on its thread, the runtime call with the work's correlation id.
+fn launched_by_enclosure(trace: &Trace, ops: &[usize], work: &[usize]) -> Vec<i64> {
     let e = &trace.events;
     let mut by_correlation: FxHashMap<i64, i64> = FxHashMap::default();
-    for i in (0..e.len()).filter(|&i| e.kind[i].is_gpu() && e.correlation[i] != NONE) {
+    for &i in work.iter().filter(|&&i| e.correlation[i] != NONE) {
         *by_correlation.entry(e.correlation[i]).or_default() += e.dur[i];
     }
     // (event, Some(k) for operator ops[k] / None for a launch), by thread and start; an
@@ -319,5 +425,5 @@ fn launched_by_enclosure(trace: &Trace, ops: &[usize]) -> Option<Vec<i64>> {
             }
         }
     }
-    launched.iter().any(|&ns| ns > 0).then_some(launched)
+    launched
 }

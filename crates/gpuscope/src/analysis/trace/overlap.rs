@@ -1,8 +1,8 @@
 //! How much of the communication time computation hides: the share of the time NCCL
 //! kernels run during which a computation kernel runs too (HTA's comm/comp overlap).
 
+use super::classify::KernelType;
 use super::intervals::{intersection, length};
-use super::kernel_type::KernelType;
 use super::scope::Scope;
 use super::temporal::busy;
 use crate::model::trace::Trace;

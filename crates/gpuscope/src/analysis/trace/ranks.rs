@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::clamp::non_negative;
+use super::classify::KernelType;
 use super::report::RankReport;
 
 /// A rank computing this much longer than the median of the ranks is a straggler.
@@ -55,7 +56,7 @@ pub fn figures_of(r: &RankReport) -> Option<RankFigures> {
         communication_us: non_negative(
             r.kernel_types
                 .iter()
-                .filter(|k| k.kernel_type.contains("COMMUNICATION"))
+                .filter(|k| k.types.contains(&KernelType::Communication))
                 .map(|k| k.sum_us)
                 .sum(),
         ),

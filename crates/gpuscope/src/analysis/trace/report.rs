@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::copies::{copies, CopyKind};
 use super::device_memory::{device_memory, DeviceMemory};
 use super::gaps::{largest_gaps, Gap};
+use super::graphs::{GraphReplays, Replays};
 use super::idle::{idle_by_stream, StreamIdle};
 use super::kernels::{top_kernels, type_breakdown, KernelStats, TypeTime};
 use super::launches::{launch_stats, launches, LaunchStats};
@@ -71,6 +72,10 @@ pub struct RankReport {
     /// Most work is shorter than its launch call and no stream's queue averages
     /// [`LAUNCH_BOUND_QUEUE`] or more: the GPU waits for the CPU to launch.
     pub launch_bound: bool,
+    /// The GPU work replayed from CUDA graphs, which `launches`, `queue_by_stream` and
+    /// `launch_bound` leave out: a graph launch starts all of it, none has a launch call
+    /// of its own to pair with; `null` without graph launches.
+    pub graph_replays: Option<GraphReplays>,
     /// Copies and memsets by direction.
     pub copies: Vec<CopyKind>,
     /// The profiler steps and the verdicts on them; `null` without `ProfilerStep#N`.
@@ -115,6 +120,7 @@ pub fn report(traces: &[TraceFile], clock: Clock, top: usize) -> Vec<RankReport>
                 launch_bound: is_launch_bound(&gpu.launches, &gpu.queue_by_stream),
                 launches: gpu.launches,
                 queue_by_stream: gpu.queue_by_stream,
+                graph_replays: gpu.graph_replays,
                 copies: gpu.copies,
                 steps,
                 operators,
@@ -136,6 +142,7 @@ struct GpuViews {
     comm_comp_overlap_percent: Option<f64>,
     launches: Option<LaunchStats>,
     queue_by_stream: Vec<StreamQueue>,
+    graph_replays: Option<GraphReplays>,
     copies: Vec<CopyKind>,
     largest_gaps: Vec<Gap>,
     notes: Vec<String>,
@@ -156,6 +163,7 @@ impl GpuViews {
             comm_comp_overlap_percent: comm_comp_overlap_percent(trace, &s),
             queue_by_stream: queue_lengths(trace, &s, &launched),
             launches: launch_stats(&launched),
+            graph_replays: Replays::in_scope(trace, &s).summary(|i| s.duration(trace, i)),
             copies: copies(trace, &s),
             largest_gaps: largest_gaps(trace, &s, GAPS),
             notes: (inside_out > 0)

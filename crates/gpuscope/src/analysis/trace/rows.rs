@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use super::classify::KernelType;
 use super::idle::{gaps, IdleCause};
-use super::kernel_type::KernelType;
 use super::kernels::kernel_stats;
 use super::launches::Launch;
 use super::queue::changes;

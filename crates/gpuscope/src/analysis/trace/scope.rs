@@ -13,7 +13,7 @@
 
 use rustc_hash::FxHashSet;
 
-use super::kernel_type::KernelType;
+use super::classify::KernelType;
 use crate::model::trace::{Trace, NONE};
 
 /// How event times are taken.

@@ -7,8 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::classify::KernelType;
+use super::graphs::Replays;
 use super::intervals::{intersection, length, merge, Interval};
-use super::kernel_type::KernelType;
 use crate::model::trace::{Kind, Trace};
 use crate::model::words::words;
 
@@ -59,6 +60,11 @@ pub struct Step {
     pub breakdown_us: Vec<f64>,
     /// Time the CPU spent in the data loader, µs, whatever the GPU did meanwhile.
     pub dataloader_cpu_us: f64,
+    /// Time in the step that GPU work replayed from CUDA graphs ran, µs: part of the
+    /// kernel, memcpy, memset and communication time, launched by graph launches (in
+    /// the runtime time) and by no launch call of its own. 0 without graph launches.
+    #[serde(default)]
+    pub graph_replay_us: f64,
 }
 
 impl Step {
@@ -75,6 +81,15 @@ impl Step {
     pub fn dataloader_cpu_percent(&self) -> f64 {
         if self.duration_us > 0.0 {
             self.dataloader_cpu_us * 100.0 / self.duration_us
+        } else {
+            0.0
+        }
+    }
+
+    /// The share of the step in which GPU work replayed from CUDA graphs ran, percent.
+    pub fn graph_replay_percent(&self) -> f64 {
+        if self.duration_us > 0.0 {
+            self.graph_replay_us * 100.0 / self.duration_us
         } else {
             0.0
         }
@@ -134,6 +149,24 @@ pub struct StepOverview {
     pub verdicts: Vec<Verdict>,
 }
 
+impl StepOverview {
+    /// What the steps cannot attribute under CUDA graphs, in a sentence; `None` when no
+    /// graph replay ran in them.
+    pub fn graph_note(&self) -> Option<String> {
+        let m = &self.mean;
+        (m.graph_replay_us > 0.0).then(|| {
+            format!(
+                "GPU work replayed from CUDA graphs ran {:.0} % of the mean step ({:.1} ms): \
+                 the kernel, memcpy and comm columns count it by when it ran, but at replay it \
+                 had no launch call and no CPU operator of its own: the runtime column holds \
+                 only the graph launches.",
+                m.graph_replay_percent(),
+                m.graph_replay_us / 1000.0
+            )
+        })
+    }
+}
+
 /// The overview of the trace's profiler steps; `None` without any.
 pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
     let e = &trace.events;
@@ -147,6 +180,13 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
     }
     windows.sort_unstable();
     let classes = classes(trace);
+    let replayed = merge(
+        Replays::of(trace)
+            .work
+            .iter()
+            .map(|&i| (e.ts[i], e.end(i)))
+            .collect(),
+    );
     let steps: Vec<Step> = windows
         .iter()
         .map(|&(start, end, name)| {
@@ -170,6 +210,7 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
                     end,
                 )) as f64
                     / 1000.0,
+                graph_replay_us: length(&clip(&replayed, start, end)) as f64 / 1000.0,
             }
         })
         .collect();
@@ -181,6 +222,7 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
             .map(|c| steps.iter().map(|s| s.breakdown_us[c]).sum::<f64>() / n)
             .collect(),
         dataloader_cpu_us: steps.iter().map(|s| s.dataloader_cpu_us).sum::<f64>() / n,
+        graph_replay_us: steps.iter().map(|s| s.graph_replay_us).sum::<f64>() / n,
     };
     let verdicts = verdicts(&mean, trace.has_gpu_work());
     Some(StepOverview {

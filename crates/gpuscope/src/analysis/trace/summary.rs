@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::kernel_type::KernelType;
+use super::classify::KernelType;
 use super::kernels::kernel_stats;
 use super::launches::LaunchStats;
 use super::ranks::{compare, figures_of, RankComparison, RankFigures};

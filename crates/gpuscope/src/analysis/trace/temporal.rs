@@ -10,8 +10,8 @@
 use serde::Serialize;
 
 use super::clamp::non_negative;
+use super::classify::KernelType;
 use super::intervals::{length, merge, Interval};
-use super::kernel_type::KernelType;
 use super::scope::Scope;
 use crate::model::trace::Trace;
 

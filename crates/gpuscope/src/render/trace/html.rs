@@ -229,6 +229,12 @@ fn rank_section(page: &mut String, r: &RankReport) {
         .collect();
         table(page, &["µs", "mean", "median", "p95", "max"], &rows);
     }
+    if let Some(g) = &r.graph_replays {
+        if r.launches.is_none() {
+            page.push_str("<h3>Kernel launches</h3>");
+        }
+        let _ = write!(page, "<p>{}</p>", text(&g.unpaired_note()));
+    }
     if !r.copies.is_empty() {
         page.push_str("<h3>Copies and memsets</h3>");
         let rows: Vec<Vec<String>> = r
@@ -268,6 +274,9 @@ pub(crate) fn steps(page: &mut String, r: &RankReport) {
     }
     if o.verdicts.is_empty() {
         page.push_str("<div class=\"verdict ok\">Nothing stands out in the steps.</div>");
+    }
+    if let Some(note) = o.graph_note() {
+        let _ = write!(page, "<p>{}</p>", text(&note));
     }
     let x: Vec<i64> = o
         .steps
@@ -393,5 +402,8 @@ fn operators(page: &mut String, r: &RankReport) {
             &["operator", "n", "self ms", "total ms", "GPU ms"],
             &rows,
         );
+    }
+    if let Some(g) = &o.graph_replays {
+        let _ = write!(page, "<p>{}</p>", text(&g.note()));
     }
 }

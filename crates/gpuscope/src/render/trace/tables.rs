@@ -13,7 +13,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
-use crate::analysis::trace::kernel_type::KernelType;
+use crate::analysis::trace::classify::KernelType;
 use crate::model::trace::TraceFile;
 use crate::model::trace::{Kind, NONE, NO_SHAPES};
 

@@ -5,6 +5,7 @@
 use super::stream_label;
 use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::health::{HealthIssue, HealthKind};
+use crate::analysis::trace::launches::LaunchStats;
 use crate::analysis::trace::operators::{GpuLink, OperatorStats};
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
@@ -439,6 +440,10 @@ fn operators(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> 
         paragraph(out, note, width)?;
         writeln!(out)?;
     }
+    if let Some(g) = &o.graph_replays {
+        paragraph(out, &g.note(), width)?;
+        writeln!(out)?;
+    }
     Ok(())
 }
 
@@ -473,9 +478,24 @@ fn idle(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
 }
 
 fn launches(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
-    let Some(l) = &r.launches else {
+    if r.launches.is_none() && r.graph_replays.is_none() {
         return Ok(());
-    };
+    }
+    if let Some(l) = &r.launches {
+        launch_stats(out, r, l, width)?;
+    }
+    if let Some(g) = &r.graph_replays {
+        paragraph(out, &g.unpaired_note(), width)?;
+    }
+    writeln!(out)
+}
+
+fn launch_stats(
+    out: &mut dyn Write,
+    r: &RankReport,
+    l: &LaunchStats,
+    width: u16,
+) -> io::Result<()> {
     writeln!(out, "Kernel launches ({})", l.count)?;
     let mut t = table(width);
     t.set_header(["µs", "mean", "median", "p95", "max"]);
@@ -517,7 +537,7 @@ fn launches(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
             width,
         )?;
     }
-    writeln!(out)
+    Ok(())
 }
 
 fn copies(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
@@ -578,6 +598,9 @@ fn steps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
     }
     right_align(&mut t, &[1, 2, 3, 4, 5, 6, 7, 8]);
     write_table(out, &t)?;
+    if let Some(note) = o.graph_note() {
+        paragraph(out, &note, width)?;
+    }
     for v in &o.verdicts {
         paragraph(out, &format!("Verdict: {}", v.advice), width)?;
     }
