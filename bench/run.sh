@@ -2,7 +2,7 @@
 # Runs gpuscope's benchmarks with the repository's venv (called by `make bench`).
 # Options: BENCH_WRITE_ARGS / BENCH_READ_ARGS / BENCH_MEMORY_ARGS / BENCH_REPORT_ARGS /
 # BENCH_TRACE_ARGS / BENCH_SNAPSHOT_ARGS / BENCH_SNAPSHOT_HTML_ARGS / BENCH_SECTIONS_ARGS /
-# BENCH_GRADIENTS_ARGS / BENCH_HOOKS_ARGS / BENCH_NOTEBOOK_ARGS / BENCH_RANKS_ARGS (passed to each
+# BENCH_GRADIENTS_ARGS / BENCH_HOOKS_ARGS / BENCH_NOTEBOOK_ARGS / BENCH_RANKS_ARGS / BENCH_CONSOLE_ARGS (passed to each
 # script), e.g.
 #   BENCH_WRITE_ARGS="--n 50000 --repeat 3" bench/run.sh
 set -euo pipefail
@@ -58,3 +58,4 @@ bench bench_gradients.py BENCH_GRADIENTS_ARGS
 bench bench_hooks.py BENCH_HOOKS_ARGS
 bench bench_notebook.py BENCH_NOTEBOOK_ARGS
 bench bench_ranks.py BENCH_RANKS_ARGS
+bench bench_console.py BENCH_CONSOLE_ARGS
