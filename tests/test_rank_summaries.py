@@ -5,6 +5,7 @@ a V100, whose rank comes from the file name), one of them with its kernels stret
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -98,3 +99,44 @@ def test_the_command_line_writes_summaries_and_reads_them_back(job: Path, tmp_pa
     assert merged["comparison"] == full["rank_comparison"]
     text = gpuscope_cli(str(out)).stdout
     assert f"{RANKS} ranks, from their summaries" in text
+
+
+def test_collectives_by_kind_and_size_come_from_the_kernels_metadata(tmp_path: Path) -> None:
+    """rank0_nccl_data's NCCL kernels carry torch.distributed's metadata (collective name,
+    dtype, elements, group size): the summary groups them by it. Every communication
+    kernel there has it, so the groups' time adds up to the communication kernels' time
+    by name; sizes are elements times the dtype's bytes. With a sequence number on each
+    kernel (``Seq``, as newer Kineto writes it; added here in order), each group spans its
+    kernels' numbers."""
+    source = shared_file(TRACES / "rank0_nccl_data.json.gz")
+    doc = json.loads(gzip.decompress(source.read_bytes()))
+    kernels = [
+        e
+        for e in doc["traceEvents"]
+        if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})
+    ]
+    expected = {
+        (a["Collective name"], a["dtype"], a["In msg nelems"], a["Group size"])
+        for a in (k["args"] for k in kernels)
+    }
+    summary = gpuscope.rank_summary(source)
+    sizes = summary["collective_sizes"]
+    got = {(c["kind"], c["dtype"], c["elements"], c["group_size"]) for c in sizes}
+    assert got == expected
+    element = {"Float": 4, "Long": 8}
+    assert all(c["bytes"] == c["elements"] * element[c["dtype"]] for c in sizes)
+    by_name = sum(k["total_us"] for k in summary["collectives"])
+    assert sum(c["total_us"] for c in sizes) == pytest.approx(by_name)
+    assert all(c["first_seq"] is None for c in sizes)
+
+    for seq, kernel in enumerate(sorted(kernels, key=lambda k: k["ts"])):
+        kernel["args"]["Seq"] = 100 + seq
+    edited = tmp_path / "rank0.json.gz"
+    edited.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    seqs: dict[tuple[str, str, int], list[int]] = {}
+    for a in (k["args"] for k in sorted(kernels, key=lambda k: k["ts"])):
+        seqs.setdefault((a["Collective name"], a["dtype"], a["In msg nelems"]), []).append(a["Seq"])
+    for c in gpuscope.rank_summary(edited)["collective_sizes"]:
+        # The window leaves out the last profiler step: a group keeps its earliest calls.
+        numbers = seqs[(c["kind"], c["dtype"], c["elements"])]
+        assert (c["first_seq"], c["last_seq"]) == (numbers[0], numbers[c["count"] - 1])

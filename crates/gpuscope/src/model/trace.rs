@@ -208,6 +208,29 @@ pub struct Trace {
     /// Kineto's `memory bandwidth (GB/s)` of copies and memsets, by event index (few
     /// events have it: kept apart rather than as a column), in index order.
     pub bandwidth: Vec<(usize, f64)>,
+    /// What Kineto says of the collective each communication kernel ran, by event index,
+    /// in index order (kept apart like [`Trace::bandwidth`]).
+    pub collectives: Vec<(usize, Collective)>,
+}
+
+/// A collective as Kineto describes it on its kernel: the metadata of the
+/// `record_param_comms` operator that launched it (torch.distributed), copied onto the
+/// kernel. Numbers are [`NONE`] where the trace does not give them (`Seq` is recent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Collective {
+    /// `Collective name` (`allreduce`, `allgather`, ...), interned.
+    pub name: u32,
+    /// `dtype` (`Float`, `BFloat16`, ...), interned; [`NO_SHAPES`] when absent.
+    pub dtype: u32,
+    /// `In msg nelems`: elements sent.
+    pub in_elements: i64,
+    /// `Out msg nelems`: elements received.
+    pub out_elements: i64,
+    /// `Group size`: ranks in the process group.
+    pub group_size: i64,
+    /// `Seq`: the collective's sequence number in its process group, the same on every
+    /// rank for the same collective.
+    pub seq: i64,
 }
 
 impl Trace {

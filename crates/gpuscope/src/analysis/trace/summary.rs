@@ -14,9 +14,9 @@ use super::kernels::kernel_stats;
 use super::launches::LaunchStats;
 use super::ranks::{compare, figures_of, RankComparison, RankFigures};
 use super::report::{report, RankReport};
-use super::scope::{scope, Clock};
+use super::scope::{scope, Clock, Scope};
 use super::steps::Step;
-use crate::model::trace::TraceFile;
+use crate::model::trace::{Trace, TraceFile, NONE, NO_SHAPES};
 
 /// The schema of a summary.
 pub const SUMMARY_SCHEMA: &str = "gpuscope.rank_summary/1";
@@ -44,6 +44,88 @@ pub struct KernelTime {
     pub max_us: f64,
 }
 
+/// The collectives of one kind and size over a trace, from the metadata Kineto puts on
+/// their kernels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveSize {
+    /// `allreduce`, `allgather`, `reduce_scatter`, ...
+    pub kind: String,
+    /// The element type (`Float`, `BFloat16`); `null` when the trace does not say.
+    pub dtype: Option<String>,
+    /// Elements each call sends; `null` when the trace does not say.
+    pub elements: Option<i64>,
+    /// Bytes each call sends (elements × the dtype's size); `null` when either is unknown.
+    pub bytes: Option<i64>,
+    /// Ranks in the process group; `null` when the trace does not say.
+    pub group_size: Option<i64>,
+    /// Calls.
+    pub count: u64,
+    /// Total time of their kernels, µs.
+    pub total_us: f64,
+    /// Longest, µs.
+    pub max_us: f64,
+    /// The first and last sequence numbers (`Seq`: the same on every rank for the same
+    /// collective of a process group); `null` when the trace has none.
+    pub first_seq: Option<i64>,
+    /// The last.
+    pub last_seq: Option<i64>,
+}
+
+/// Bytes of one element of the torch dtype Kineto names `dtype`.
+fn element_bytes(dtype: &str) -> Option<i64> {
+    Some(match dtype {
+        "Bool" | "Byte" | "Char" | "QInt8" | "QUInt8" => 1,
+        d if d.starts_with("Float8") => 1,
+        "Half" | "BFloat16" | "Short" => 2,
+        "Float" | "Int" | "QInt32" | "ComplexHalf" => 4,
+        "Double" | "Long" | "ComplexFloat" => 8,
+        "ComplexDouble" => 16,
+        _ => return None,
+    })
+}
+
+/// The collectives of `trace` within `s`, by kind, dtype, size and group, most time first.
+fn collective_sizes(trace: &Trace, s: &Scope) -> Vec<CollectiveSize> {
+    let known = |v: i64| (v != NONE).then_some(v);
+    let mut groups: BTreeMap<(u32, u32, i64, i64), CollectiveSize> = BTreeMap::new();
+    for &(i, c) in &trace.collectives {
+        if s.gpu.binary_search(&i).is_err() {
+            continue;
+        }
+        let dtype = (c.dtype != NO_SHAPES).then(|| trace.names.get(c.dtype).to_owned());
+        let group = groups
+            .entry((c.name, c.dtype, c.in_elements, c.group_size))
+            .or_insert_with(|| CollectiveSize {
+                kind: trace.names.get(c.name).to_owned(),
+                bytes: dtype
+                    .as_deref()
+                    .and_then(element_bytes)
+                    .zip(known(c.in_elements))
+                    .map(|(size, n)| size * n),
+                dtype,
+                elements: known(c.in_elements),
+                group_size: known(c.group_size),
+                count: 0,
+                total_us: 0.0,
+                max_us: 0.0,
+                first_seq: None,
+                last_seq: None,
+            });
+        let us = s.duration(trace, i) as f64 / 1000.0;
+        group.count += 1;
+        group.total_us += us;
+        group.max_us = group.max_us.max(us);
+        if let Some(seq) = known(c.seq) {
+            group.first_seq = Some(group.first_seq.map_or(seq, |f| f.min(seq)));
+            group.last_seq = Some(group.last_seq.map_or(seq, |l| l.max(seq)));
+        }
+    }
+    let mut sizes: Vec<CollectiveSize> = groups.into_values().collect();
+    sizes.sort_by(|a, b| b.total_us.total_cmp(&a.total_us));
+    sizes.truncate(MAX_KERNELS);
+    sizes
+}
+
 /// Characters of a kernel name kept (C++ template names run to kilobytes).
 const MAX_NAME: usize = 120;
 
@@ -68,6 +150,10 @@ pub struct RankSummary {
     pub steps: Vec<Step>,
     /// Communication kernels by name, most time first.
     pub collectives: Vec<KernelTime>,
+    /// The collectives torch.distributed ran, by kind and size, most time first (empty
+    /// when the trace has no collective metadata on its kernels).
+    #[serde(default)]
+    pub collective_sizes: Vec<CollectiveSize>,
     /// The launches; `null` without any.
     pub launches: Option<LaunchStats>,
     /// The kernels with the most time.
@@ -129,6 +215,7 @@ pub fn summarize(file: &TraceFile, r: &RankReport, clock: Clock) -> RankSummary 
         steps_total,
         steps,
         collectives,
+        collective_sizes: collective_sizes(trace, &s),
         launches: r.launches.clone(),
         top_kernels: r
             .top_kernels

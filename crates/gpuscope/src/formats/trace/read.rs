@@ -22,7 +22,7 @@ use serde_json::value::RawValue;
 
 use super::split::{SplitError, Splitter};
 use crate::formats::progress::Progress;
-use crate::model::trace::{Event, Kind, RankFrom, Trace, NONE, NO_SHAPES};
+use crate::model::trace::{Collective, Event, Kind, RankFrom, Trace, NONE, NO_SHAPES};
 use crate::{Error, Result};
 
 /// Events parsed per batch, in bytes of JSON: enough to share among cores, and small
@@ -265,7 +265,13 @@ struct Usable<'a> {
     shapes: Option<&'a RawValue>,
     counter_range: bool,
     bandwidth: Option<f64>,
+    /// A kernel's collective: its name and dtype not yet interned (boxed: few events have
+    /// one, and every event is moved between threads).
+    collective: Option<Box<RawCollective<'a>>>,
 }
+
+/// A collective's name, dtype and numbers, as read.
+type RawCollective<'a> = (Cow<'a, str>, Option<Cow<'a, str>>, Collective);
 
 fn parse_event(bytes: &[u8]) -> Parsed<'_> {
     // Flow events, a third of a trace or more, are passed over unparsed: nothing in them
@@ -411,6 +417,18 @@ struct RawArgs<'a> {
     input_dims: Option<&'a RawValue>,
     #[serde(default, rename = "memory bandwidth (GB/s)")]
     bandwidth: Option<f64>,
+    #[serde(default, borrow, rename = "Collective name")]
+    collective: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    dtype: Option<Text<'a>>,
+    #[serde(default, rename = "In msg nelems")]
+    in_elements: Option<Number>,
+    #[serde(default, rename = "Out msg nelems")]
+    out_elements: Option<Number>,
+    #[serde(default, rename = "Group size")]
+    group_size: Option<Number>,
+    #[serde(default, rename = "Seq")]
+    seq: Option<Number>,
 }
 
 /// A string borrowed from the batch unless it has escapes. (serde's own `Cow<str>` in an
@@ -671,6 +689,21 @@ fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
         (_, Some(Micros::Invalid) | None) => return Parsed::Dropped("no duration (dur)"),
     };
     let args = raw.args.unwrap_or_default();
+    let collective = match (kind, args.collective) {
+        (Kind::Kernel, Some(name)) => Some(Box::new((
+            name.0,
+            args.dtype.map(|d| d.0),
+            Collective {
+                name: 0,
+                dtype: NO_SHAPES,
+                in_elements: Number::int(args.in_elements),
+                out_elements: Number::int(args.out_elements),
+                group_size: Number::int(args.group_size),
+                seq: Number::int(args.seq),
+            },
+        ))),
+        _ => None,
+    };
     Parsed::Usable(Usable {
         event: Event {
             kind,
@@ -690,6 +723,7 @@ fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
         shapes: args.input_dims,
         counter_range: raw.ph == Phase::Complete && category == "cuda_profiler_range",
         bandwidth: args.bandwidth,
+        collective,
     })
 }
 
@@ -705,6 +739,14 @@ fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>) {
     trace.counter_ranges += u64::from(usable.counter_range);
     if let Some(gbps) = usable.bandwidth {
         trace.bandwidth.push((trace.events.len(), gbps));
+    }
+    if let Some((name, dtype, args)) = usable.collective.as_deref() {
+        let collective = Collective {
+            name: trace.names.intern(name),
+            dtype: dtype.as_ref().map_or(NO_SHAPES, |d| trace.names.intern(d)),
+            ..*args
+        };
+        trace.collectives.push((trace.events.len(), collective));
     }
     trace.events.push(event);
 }
