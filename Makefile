@@ -25,9 +25,16 @@ $(STAMP): requirements-dev.txt
 
 setup: $(STAMP) ## create .venv with torch, tensorboard, maturin, pytest (once)
 
+# The `gpuscope` command is the native binary, installed from a wheel of its own (as pip
+# installs it from the gpuscope-cli package); the Python package depends on it.
 build: setup ## build the engine, the CLI and the Python package (release)
-	cargo build --release -p gpuscope-cli
+	rm -rf target/cli-wheel
+	$(VENV)/bin/maturin build --release --quiet -m crates/gpuscope-cli/Cargo.toml -o target/cli-wheel
+	$(PY) -m pip install --quiet --force-reinstall --no-deps target/cli-wheel/gpuscope_cli-*.whl
 	$(VENV)/bin/maturin develop --release --quiet
+	@# A venv whose gpuscope package still owned a `gpuscope` script of its own loses the
+	@# binary when develop replaces that package: put it back.
+	test -x $(VENV)/bin/gpuscope || $(PY) -m pip install --quiet --force-reinstall --no-deps target/cli-wheel/gpuscope_cli-*.whl
 
 demo: build ## train a tiny model on CPU twice (clean under gpuscope run, leaking), read what gpuscope recorded, analyse a real trace, allocator snapshot, nvidia-smi output and Nsight export, gate the leaking run against the clean one, and end with the diagnosis of the demo's own run
 	rm -rf $(DEMO_DIR)

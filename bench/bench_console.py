@@ -1,14 +1,16 @@
 #!/usr/bin/env python
 """The command users run against the native binary: ``gpuscope`` as pip installs it.
 
-Issue #28. The pip-installed console script (``.venv/bin/gpuscope``) runs the CLI inside
-Python (``gpuscope.cli:main`` -> ``_native.run_cli``); the native binary
-(``target/release/gpuscope``) is the same CLI without Python. Both run the same command
+Issue #28. Sides: the pip-installed command (``.venv/bin/gpuscope``: the binary of the
+``gpuscope-cli`` wheel the package depends on, since the package's in-process console
+script was dropped), ``python -m gpuscope`` (the CLI inside Python, ``_native.run_cli``:
+what the console script was), and the native binary of the build tree
+(``target/release/gpuscope``). All run the same command
 on the largest shared trace (``rank0_nccl_negative_queue``, 25.8 MB of JSON) and the
 largest shared allocator snapshot (the H200 run's ``iter30.pickle``, 12.8 MB), ``--format
 json`` to a pipe, each a child under ``/usr/bin/time`` (``_measure.run_child``),
-interleaved. The target is the pip command within 1.3x of the binary's median wall time
-and peak RSS. Both outputs must be equal before any time is printed. Not a test.
+interleaved. The target is the pip-installed command within 1.3x of the binary's median wall time
+and peak RSS. All outputs must be equal before any time is printed. Not a test.
 """
 
 from __future__ import annotations
@@ -40,16 +42,23 @@ def main() -> None:
     lines = []
     children = []
     for label, command in INPUTS.items():
-        cmds = {
-            side: [str(exe), *command, "--format", "json"]
-            for side, exe in (("native", NATIVE), ("pip", CONSOLE))
+        starts = {
+            "native": [str(NATIVE)],
+            "pip": [str(CONSOLE)],
+            "module": [sys.executable, "-m", "gpuscope"],
         }
+        cmds = {side: [*start, *command, "--format", "json"] for side, start in starts.items()}
         runs = measure(cmds, args.repeat)
-        outputs = {side: rs[0][0].stdout for side, rs in runs.items()}
-        if outputs["native"] != outputs["pip"]:
-            raise SystemExit(f"{label}: the two commands printed different JSON")
+        outputs = {rs[0][0].stdout for rs in runs.values()}
+        if len(outputs) != 1:
+            raise SystemExit(f"{label}: the commands printed different JSON")
         print(f"\n{label}: gpuscope {command[0]} {Path(command[1]).name} --format json")
-        stats = side_table(runs, {"native": "native binary", "pip": "pip console script"}, "native")
+        labels = {
+            "native": "native binary",
+            "pip": "pip-installed gpuscope",
+            "module": "python -m gpuscope",
+        }
+        stats = side_table(runs, labels, "native")
         wall = stats["pip"]["median"] / stats["native"]["median"]
         rss = stats["pip"]["rss"] / stats["native"]["rss"]
         lines.append(

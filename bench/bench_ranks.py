@@ -7,7 +7,8 @@ name), one rank a copy with every kernel 1.3x longer. Sides, each a child proces
 under ``/usr/bin/time`` for its peak RSS (``_measure.run_child``), interleaved:
 
 - ``cli``: the native binary, ``target/release/gpuscope trace DIR --format json``;
-- ``pip``: the pip-installed console script (``.venv/bin/gpuscope``), the same command;
+- ``module``: ``python -m gpuscope``, the same command with the CLI inside Python (the
+  pip-installed ``gpuscope`` is the binary itself, the ``gpuscope-cli`` wheel);
 - ``slurm``: what a Slurm job array does, on one machine: ``gpuscope trace DIR
   --summaries-out S`` (the array's tasks, here one command), then ``gpuscope trace S``;
   two children, their walls added, the larger peak;
@@ -48,8 +49,7 @@ from _helpers import rank_job
 
 TRACE = REPO.parent / "shared/data/gpu-h200/lm_clean/profiler_traces/1795675943334.pt.trace.json.gz"
 NATIVE = REPO / "target/release/gpuscope"
-CONSOLE = Path(sys.executable).parent / "gpuscope"
-SIDES = ("cli", "pip", "slurm", "dask")
+SIDES = ("cli", "module", "slurm", "dask")
 LIMIT_MB = 400.0
 
 
@@ -81,9 +81,9 @@ def stragglers_of(doc: dict[str, Any]) -> list[int]:
 def run_side(side: str, job: Path, scratch: Path) -> tuple[ChildRun, list[int], float]:
     """One run of ``side``: the child (wall, peak RSS), the stragglers it named, and the
     peak RSS of all its processes, MB."""
-    command = [str(NATIVE if side == "cli" else CONSOLE), "trace", str(job), "--format", "json"]
-    if side in ("cli", "pip"):
-        child = run_child(command)
+    start = [str(NATIVE)] if side == "cli" else [sys.executable, "-m", "gpuscope"]
+    if side in ("cli", "module"):
+        child = run_child([*start, "trace", str(job), "--format", "json"])
         return child, stragglers_of(json.loads(child.stdout)), child.peak_rss_mb
     if side == "slurm":
         out = scratch / "summaries"
@@ -144,7 +144,7 @@ def main() -> None:
                     f"{side:<7} {medians[side]:>9.2f} {min(walls):>7.2f} {rss:>7.1f}  "
                     f"{medians[side] / medians['cli']:.2f}x"
                 )
-                if side in ("cli", "pip"):
+                if side in ("cli", "module"):
                     ok = rss < LIMIT_MB
                     lines.append(
                         f"{ranks} ranks, {side}: peak RSS {rss:.1f} MB, under "

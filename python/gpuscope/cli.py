@@ -1,4 +1,6 @@
-"""The pip-installed ``gpuscope`` command: runs the Rust CLI in this process.
+"""``python -m gpuscope``: runs the Rust CLI in this process. The ``gpuscope`` command
+pip installs is the native binary itself (the ``gpuscope-cli`` wheel this package
+depends on), which starts without Python.
 
 Signals behave as for the native binary: Ctrl-C and SIGTERM end the process the default
 way (no KeyboardInterrupt traceback), and a closed stdout pipe ends it quietly with 0
@@ -14,7 +16,7 @@ from gpuscope import _native
 
 
 def main() -> None:
-    """Entry point of the ``gpuscope`` console script."""
+    """Runs the CLI on this process's arguments and exits with its code."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     sys.exit(_native.run_cli(["gpuscope", *sys.argv[1:]]))
