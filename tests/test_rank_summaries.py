@@ -14,7 +14,7 @@ from typing import Any
 
 import gpuscope
 import pytest
-from _helpers import SHARED_DATA, rank_job, shared_file
+from _helpers import SHARED_DATA, gpuscope_cli, rank_job, shared_file
 
 TRACES = SHARED_DATA / "traces"
 SOURCE = "resnet50_v100_memory_workers4.json.gz"
@@ -140,3 +140,19 @@ def test_collectives_by_kind_and_size_come_from_the_kernels_metadata(tmp_path: P
         # The window leaves out the last profiler step: a group keeps its earliest calls.
         numbers = seqs[(c["kind"], c["dtype"], c["elements"])]
         assert (c["first_seq"], c["last_seq"]) == (numbers[0], numbers[c["count"] - 1])
+
+
+def test_a_summary_says_what_cuda_graph_replays_ran() -> None:
+    """rank0_nccl_negative_queue replays CUDA graphs (``cudaGraphLaunch``): the summary
+    carries the work its launch statistics leave out, as the rank's report does; a trace
+    without graphs says none."""
+    source = shared_file(TRACES / "rank0_nccl_negative_queue.json.gz")
+    doc = json.loads(gzip.decompress(source.read_bytes()))
+    graph_launches = sum(1 for e in doc["traceEvents"] if e.get("name") == "cudaGraphLaunch")
+    replays = gpuscope.rank_summary(source)["graph_replays"]
+    assert 0 < replays["launches"] <= graph_launches
+    assert replays["work"] >= replays["launches"] and replays["gpu_us"] > 0
+    report = gpuscope_cli("trace", source, "--format", "json")
+    assert json.loads(report.stdout)["ranks"][0]["graph_replays"] == replays
+    plain = gpuscope.rank_summary(shared_file(TRACES / "v100_rank0_ns_resolution.json.gz"))
+    assert plain["graph_replays"] is None

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::classify::KernelType;
+use super::graphs::GraphReplays;
 use super::kernels::kernel_stats;
 use super::launches::LaunchStats;
 use super::ranks::{compare, figures_of, RankComparison, RankFigures};
@@ -156,6 +157,10 @@ pub struct RankSummary {
     pub collective_sizes: Vec<CollectiveSize>,
     /// The launches; `null` without any.
     pub launches: Option<LaunchStats>,
+    /// The work CUDA graph replays ran, which [`RankSummary::launches`] leaves out (no
+    /// launch call of its own started it); `null` without graphs.
+    #[serde(default)]
+    pub graph_replays: Option<GraphReplays>,
     /// The kernels with the most time.
     pub top_kernels: Vec<KernelTime>,
 }
@@ -217,6 +222,7 @@ pub fn summarize(file: &TraceFile, r: &RankReport, clock: Clock) -> RankSummary 
         collectives,
         collective_sizes: collective_sizes(trace, &s),
         launches: r.launches.clone(),
+        graph_replays: r.graph_replays.clone(),
         top_kernels: r
             .top_kernels
             .iter()
