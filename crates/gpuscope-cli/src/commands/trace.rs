@@ -5,10 +5,11 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use gpuscope::analysis::trace::summary::{
-    merge_rank_summaries, parse_summary, rank_summary, RankSummary, MAX_SUMMARY_FILE,
+    merge_rank_summaries, parse_summary, rank_summary, MAX_SUMMARY_FILE,
 };
 use gpuscope::analysis::trace::{analyze_rank, AcrossRanks};
 use gpuscope::formats::trace::load::{map_traces, trace_files};
+use gpuscope::formats::trace::summaries::read_summaries;
 use gpuscope::render::memory_timeline::Timeline;
 use gpuscope::render::trace::stream::RankStream;
 use gpuscope::render::trace::summary_json;
@@ -46,7 +47,7 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
     if let Some(dir) = &args.summaries_out {
         return write_summaries(&args.path, clock, dir);
     }
-    if let Some(summaries) = read_summaries(&args.path)? {
+    if let Some(summaries) = read_summaries(&args.path, MAX_SUMMARY_FILE, parse_summary)? {
         let merged = merge_rank_summaries(&summaries);
         return output::emit(args.format, args.output.as_deref(), &merged);
     }
@@ -192,27 +193,6 @@ fn write_summaries(path: &Path, clock: Clock, dir: &Path) -> Result<(), Failure>
     }
     eprintln!("wrote {written} summaries into {}", dir.display());
     Ok(())
-}
-
-/// The rank summaries of the directory `path`, when every trace-named file in it is one
-/// (recognised by its schema; files larger than a summary can be are traces).
-fn read_summaries(path: &Path) -> Result<Option<Vec<RankSummary>>, Failure> {
-    if !path.is_dir() {
-        return Ok(None);
-    }
-    let files = trace_files(path)?;
-    if files.iter().any(|(_, size)| *size > MAX_SUMMARY_FILE) {
-        return Ok(None);
-    }
-    let mut summaries = Vec::with_capacity(files.len());
-    for (file, _) in files {
-        let text = std::fs::read_to_string(&file).unwrap_or_default();
-        match parse_summary(&text) {
-            Some(s) => summaries.push(s),
-            None => return Ok(None),
-        }
-    }
-    Ok(Some(summaries))
 }
 
 /// The traces at `path`; files of a directory that are not traces are named on stderr.
