@@ -256,3 +256,33 @@ pub struct TraceFile {
     /// Its contents.
     pub trace: Trace,
 }
+
+/// Traces written out event by event, for the analyses' unit tests.
+#[cfg(test)]
+pub mod test_traces {
+    use super::{Event, Kind, Trace, NONE, NO_SHAPES};
+
+    /// A trace of `(kind, name, ts, dur, tid, correlation)` events on process 1; GPU work
+    /// on stream 7.
+    pub fn trace(events: &[(Kind, &str, i64, i64, i64, i64)]) -> Trace {
+        let mut t = Trace::default();
+        for &(kind, name, ts, dur, tid, correlation) in events {
+            let name = t.names.intern(name);
+            t.events.push(Event {
+                kind,
+                name,
+                ts,
+                dur,
+                pid: 1,
+                tid,
+                stream: if kind.is_gpu() { 7 } else { NONE },
+                correlation,
+                external_id: NONE,
+                bytes: NONE,
+                device: NONE,
+                shapes: NO_SHAPES,
+            });
+        }
+        t
+    }
+}

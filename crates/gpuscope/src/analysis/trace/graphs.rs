@@ -100,36 +100,18 @@ impl GraphReplays {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::trace::{Event, NONE, NO_SHAPES};
+    use crate::model::trace::test_traces::trace;
 
     #[test]
     fn the_work_of_a_graph_launch_is_all_that_carries_its_correlation() {
-        let mut t = Trace::default();
-        // (kind, name, ts, dur, correlation)
-        for (kind, name, ts, dur, correlation) in [
-            (Kind::Runtime, "cudaGraphLaunch", 0, 5, 1),
-            (Kind::Kernel, "a", 10, 3, 1),
-            (Kind::Memset, "Memset (Device)", 13, 1, 1),
-            (Kind::Kernel, "b", 14, 4, 1),
-            (Kind::Runtime, "cudaLaunchKernel", 20, 5, 2),
-            (Kind::Kernel, "c", 30, 7, 2),
-        ] {
-            let name = t.names.intern(name);
-            t.events.push(Event {
-                kind,
-                name,
-                ts,
-                dur,
-                pid: 1,
-                tid: 1,
-                stream: if kind.is_gpu() { 7 } else { NONE },
-                correlation,
-                external_id: NONE,
-                bytes: NONE,
-                device: NONE,
-                shapes: NO_SHAPES,
-            });
-        }
+        let t = trace(&[
+            (Kind::Runtime, "cudaGraphLaunch", 0, 5, 1, 1),
+            (Kind::Kernel, "a", 10, 3, 1, 1),
+            (Kind::Memset, "Memset (Device)", 13, 1, 1, 1),
+            (Kind::Kernel, "b", 14, 4, 1, 1),
+            (Kind::Runtime, "cudaLaunchKernel", 20, 5, 1, 2),
+            (Kind::Kernel, "c", 30, 7, 1, 2),
+        ]);
         let r = Replays::of(&t);
         assert_eq!(r.launches, [0]);
         assert_eq!(r.work, [1, 2, 3]);

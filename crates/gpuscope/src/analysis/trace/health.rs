@@ -492,30 +492,7 @@ fn clock_skew(traces: &[RankFacts]) -> Option<HealthIssue> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::trace::Event;
-
-    /// A trace of `(kind, name, ts, dur, tid, correlation)` events.
-    fn trace(events: &[(Kind, &str, i64, i64, i64, i64)]) -> Trace {
-        let mut t = Trace::default();
-        for &(kind, name, ts, dur, tid, correlation) in events {
-            let name = t.names.intern(name);
-            t.events.push(Event {
-                kind,
-                name,
-                ts,
-                dur,
-                pid: 1,
-                tid,
-                stream: if kind.is_gpu() { 7 } else { NONE },
-                correlation,
-                external_id: NONE,
-                bytes: NONE,
-                device: NONE,
-                shapes: NO_SHAPES,
-            });
-        }
-        t
-    }
+    use crate::model::trace::test_traces::trace;
 
     const R: Kind = Kind::Runtime;
 
