@@ -191,7 +191,8 @@ fn write_summaries(path: &Path, clock: Clock, dir: &Path) -> Result<(), Failure>
         write_file(&out, |w| summary_json(&summary, w))?;
         written += 1;
     }
-    eprintln!("wrote {written} summaries into {}", dir.display());
+    let summaries = if written == 1 { "summary" } else { "summaries" };
+    eprintln!("wrote {written} {summaries} into {}", dir.display());
     Ok(())
 }
 
