@@ -2,11 +2,12 @@
 //! then dropped, so a directory of thousands of ranks never holds their reports. The JSON
 //! is written as it goes: the `gpuscope.trace/1` document of [`super::json`], its members
 //! in another order (what needs every rank, the health and the comparison, after
-//! `ranks`). The text keeps each rank's few kilobytes of lines, so that it opens with the
-//! health as a single trace's does. The HTML page needs every report at once and keeps
-//! them.
+//! `ranks`). The text sets each rank's lines aside in an unnamed temporary file (gone when
+//! closed), so that it opens with the health as a single trace's does without holding
+//! them. The HTML page needs every report at once and keeps them.
 
-use std::io::{self, Write};
+use std::fs::File;
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 
 use crate::analysis::trace::health::HealthIssue;
 use crate::analysis::trace::ranks::RankComparison;
@@ -29,8 +30,8 @@ pub struct RankStream<'a> {
     out: &'a mut dyn Write,
     /// Ranks written so far.
     written: usize,
-    /// The ranks' text, written after the health.
-    text: Vec<u8>,
+    /// The ranks' text, written after the health (created at the first rank).
+    text: Option<BufWriter<File>>,
     /// The reports an HTML page waits for.
     kept: Vec<RankReport>,
 }
@@ -53,7 +54,7 @@ impl<'a> RankStream<'a> {
             clock,
             out,
             written: 0,
-            text: Vec::new(),
+            text: None,
             kept: Vec::new(),
         })
     }
@@ -80,7 +81,13 @@ impl<'a> RankStream<'a> {
                 self.out.write_all(RANK_INDENT)?;
                 indented(&report, RANK_INDENT, self.out)
             }
-            Format::Text => text(std::slice::from_ref(&report), self.width, &mut self.text),
+            Format::Text => {
+                let aside = match &mut self.text {
+                    Some(aside) => aside,
+                    None => self.text.insert(BufWriter::new(tempfile::tempfile()?)),
+                };
+                text(std::slice::from_ref(&report), self.width, aside)
+            }
             _ => {
                 self.kept.push(report);
                 Ok(())
@@ -106,7 +113,11 @@ impl<'a> RankStream<'a> {
             }
             Format::Text => {
                 health_text(health, self.width, self.out)?;
-                self.out.write_all(&self.text)?;
+                if let Some(aside) = self.text {
+                    let mut file = aside.into_inner().map_err(|e| e.into_error())?;
+                    file.seek(SeekFrom::Start(0))?;
+                    io::copy(&mut file, self.out)?;
+                }
                 comparison.map_or(Ok(()), |c| ranks_text(c, self.width, self.out))
             }
             _ => html::html(health, &self.kept, comparison, self.out),
