@@ -325,11 +325,7 @@ fn merge_rank_summaries(py: Python<'_>, summaries: Vec<Bound<'_, PyAny>>) -> PyR
             })
         })
         .collect::<PyResult<_>>()?;
-    if let Some((k, s)) = parsed
-        .iter()
-        .enumerate()
-        .find(|(_, s)| s.schema != summary::SUMMARY_SCHEMA)
-    {
+    if let Some((k, s)) = parsed.iter().enumerate().find(|(_, s)| !s.has_schema()) {
         return Err(crate::error::BadInputError::new_err(format!(
             "summary {k} has schema {:?}, not {}",
             s.schema,

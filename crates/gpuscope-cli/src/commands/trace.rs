@@ -169,27 +169,29 @@ fn export(traces: &[TraceFile], format: TableFormat, dir: &Path) -> Result<(), F
 }
 
 /// Writes `<rank>.summary.json` of each trace at `path` into `dir` (created when
-/// missing), one trace in memory at a time.
+/// missing), a few traces in memory at a time (the directory reader's pipeline).
 fn write_summaries(path: &Path, clock: Clock, dir: &Path) -> Result<(), Failure> {
     create_dir(dir)?;
     let files = if path.is_dir() {
-        trace_files(path)?.into_iter().map(|(p, _)| p).collect()
+        trace_files(path)?
     } else {
-        vec![path.to_path_buf()]
+        vec![(path.to_path_buf(), 0)]
     };
-    let mut written = 0;
-    for file in &files {
-        let loaded = match load_traces(file, &mut |_, _| {}) {
-            Ok(loaded) => loaded,
-            Err(e) => {
-                eprintln!("skipped {e}");
-                continue;
+    let (mut written, mut failed) = (0, None);
+    let summarize = |trace: gpuscope::Result<TraceFile>| trace.map(|f| rank_summary(&f, clock));
+    map_traces(&files, &summarize, &mut |_, summary| match summary {
+        Ok(_) if failed.is_some() => {}
+        Ok(summary) => {
+            let out = dir.join(format!("{}.summary.json", summary.rank));
+            match write_file(&out, |w| summary_json(&summary, w)) {
+                Ok(()) => written += 1,
+                Err(e) => failed = Some(e),
             }
-        };
-        let summary = rank_summary(&loaded.traces[0], clock);
-        let out = dir.join(format!("{}.summary.json", summary.rank));
-        write_file(&out, |w| summary_json(&summary, w))?;
-        written += 1;
+        }
+        Err(e) => eprintln!("skipped {e}"),
+    });
+    if let Some(e) = failed {
+        return Err(e.into());
     }
     let summaries = if written == 1 { "summary" } else { "summaries" };
     eprintln!("wrote {written} {summaries} into {}", dir.display());

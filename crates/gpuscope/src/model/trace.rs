@@ -248,6 +248,15 @@ impl Trace {
     }
 }
 
+/// The name of the file at `path` (its whole path when it has none), as reports name a
+/// trace.
+pub fn file_name(path: &std::path::Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
 /// A trace and the file it came from.
 #[derive(Debug)]
 pub struct TraceFile {

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::classify::Call;
 use super::graphs::{GraphReplays, Replays};
-use crate::model::trace::{Kind, RankFrom, Trace, TraceFile, NONE, NO_SHAPES};
+use crate::model::trace::{file_name, Kind, RankFrom, Trace, TraceFile, NONE, NO_SHAPES};
 use crate::model::words::words;
 
 words! {
@@ -104,10 +104,7 @@ impl RankFacts {
         RankFacts {
             rank: file.trace.rank,
             rank_from: file.trace.rank_from,
-            file: file.path.file_name().map_or_else(
-                || file.path.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            ),
+            file: file_name(&file.path),
             base_time_ns: file.trace.base_time_ns,
             steps: step_starts(&file.trace),
         }

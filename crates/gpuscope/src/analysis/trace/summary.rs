@@ -17,7 +17,7 @@ use super::ranks::{compare, figures_of, RankComparison, RankFigures};
 use super::report::{report, RankReport};
 use super::scope::{scope, Clock, Scope};
 use super::steps::Step;
-use crate::model::trace::{Trace, TraceFile, NONE, NO_SHAPES};
+use crate::model::trace::{file_name, Trace, TraceFile, NONE, NO_SHAPES};
 
 /// The schema of a summary.
 pub const SUMMARY_SCHEMA: &str = "gpuscope.rank_summary/1";
@@ -212,10 +212,7 @@ pub fn summarize(file: &TraceFile, r: &RankReport, clock: Clock) -> RankSummary 
         schema: SUMMARY_SCHEMA.to_owned(),
         rank: r.rank,
         rank_from: trace.rank_from.as_str().to_owned(),
-        file: file
-            .path
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        file: file_name(&file.path),
         figures: figures_of(r),
         steps_total,
         steps,
@@ -237,7 +234,14 @@ pub fn summarize(file: &TraceFile, r: &RankReport, clock: Clock) -> RankSummary 
 pub fn parse_summary(text: &str) -> Option<RankSummary> {
     serde_json::from_str::<RankSummary>(text)
         .ok()
-        .filter(|s| s.schema == SUMMARY_SCHEMA)
+        .filter(RankSummary::has_schema)
+}
+
+impl RankSummary {
+    /// Whether it says it is a [`SUMMARY_SCHEMA`] summary.
+    pub fn has_schema(&self) -> bool {
+        self.schema == SUMMARY_SCHEMA
+    }
 }
 
 /// The largest file that may be a summary, bytes (a summary is at most

@@ -10,6 +10,7 @@ use crate::analysis::trace::operators::{GpuLink, OperatorStats};
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
 use crate::analysis::trace::steps::Category;
+use crate::model::trace::file_name;
 use crate::render::short_names::{bare_name, clip};
 use crate::render::units::{figure, ByteUnit};
 use crate::render::{paragraph, right_align, table, unbroken, write_table};
@@ -115,10 +116,7 @@ const SUMMARY_ITEMS: usize = 3;
 /// A few lines on one rank for a training log: GPU idle, the mean step's split and
 /// verdicts, the top operators by self time, the largest gap. `gpuscope trace` has the rest.
 pub fn summary(r: &RankReport, width: u16, out: &mut dyn Write) -> io::Result<()> {
-    let name = r.path.file_name().map_or_else(
-        || r.path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
+    let name = file_name(&r.path);
     let gpu = match &r.temporal {
         Some(t) => format!(
             "GPU busy {:.1} ms, idle {:.1} % of it",
