@@ -9,6 +9,7 @@ traces HTA fails on give frames here.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -326,6 +327,38 @@ def test_step_overview_and_verdicts(tmp_path: Path, name: str, input_bound: bool
         assert split == pytest.approx(total, abs=1.0)
     verdicts = ta.get_step_verdicts()
     assert ("input_pipeline" in set(verdicts["kind"])) == input_bound
+
+
+def test_runtime_time_is_split_and_named_by_its_busiest_calls(tmp_path: Path) -> None:
+    """The torch.compile NCCL trace spends half of each step in runtime calls; read from
+    its JSON here, cudaMemcpyAsync takes the most of the steps' time: the verdict is that
+    the host waits (for copies), not launch overhead."""
+    name = "rank0_nccl_negative_queue.json.gz"
+    with gzip.open(shared_file(TRACES / name)) as f:
+        events = json.load(f)["traceEvents"]
+    steps = [
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("name", "").startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"
+    ]
+    by_call: dict[str, float] = {}
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver"):
+            inside = sum(
+                max(0.0, min(e["ts"] + e["dur"], b) - max(e["ts"], a)) for a, b in steps
+            )
+            by_call[e["name"]] = by_call.get(e["name"], 0.0) + inside
+    busiest = max(by_call, key=by_call.__getitem__)
+
+    ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, [name]))
+    overview = ta.get_step_overview()
+    parts = [f"runtime_{p} (us)" for p in gpuscope._native.RUNTIME_PARTS]
+    for total, split in zip(overview["runtime (us)"], overview[parts].sum(axis=1), strict=True):
+        assert split == pytest.approx(total, abs=0.01)
+    verdicts = ta.get_step_verdicts().set_index("kind")
+    assert "launch_overhead" not in verdicts.index
+    assert verdicts.loc["host_waits", "call"] == busiest == "cudaMemcpyAsync"
+    assert verdicts["call"].isna().sum() == len(verdicts) - 1
 
 
 def test_operators_gaps_memory_and_health(tmp_path: Path) -> None:

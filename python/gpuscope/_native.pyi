@@ -13,6 +13,7 @@ __all__ = [
     "MAX_HISTOGRAM_BINS",
     "RUN_DIR_VAR",
     "STEP_CATEGORIES",
+    "RUNTIME_PARTS",
     "BadInputError",
     "EventWriter",
     "GpuscopeError",
@@ -41,6 +42,7 @@ MAX_HISTOGRAM_BINS: int
 """The most equal-width buckets ``EventWriter.add_histogram`` writes (``bins=``)."""
 RUN_DIR_VAR: str
 STEP_CATEGORIES: list[str]
+RUNTIME_PARTS: list[str]
 """The step overview's categories, in the order of its ``breakdown_us``."""
 """The environment variable through which ``gpuscope run`` names the run directory."""
 

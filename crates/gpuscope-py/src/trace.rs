@@ -13,7 +13,7 @@ use gpuscope::analysis::trace::launches::launches;
 use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;
 use gpuscope::analysis::trace::rows;
 use gpuscope::analysis::trace::scope::{scope_with, Scope};
-use gpuscope::analysis::trace::steps::Category;
+use gpuscope::analysis::trace::steps::{Category, RuntimePart};
 use gpuscope::analysis::trace::summary::{self, RankSummary};
 use gpuscope::analysis::trace::temporal::temporal;
 use gpuscope::render::trace as render;
@@ -346,6 +346,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         Category::ALL
             .iter()
             .map(Category::as_str)
+            .collect::<Vec<_>>(),
+    )?;
+    m.add(
+        "RUNTIME_PARTS",
+        RuntimePart::ALL
+            .iter()
+            .map(RuntimePart::as_str)
             .collect::<Vec<_>>(),
     )?;
     m.add_class::<TraceSet>()

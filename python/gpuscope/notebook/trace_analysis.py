@@ -387,10 +387,12 @@ class TraceAnalysis:
     def get_step_overview(self) -> pd.DataFrame:
         """Per rank and profiler step, where its time went (µs): each instant goes to the
         first of kernel, memcpy, memset, communication, runtime, data loader, CPU
-        execution that ran then, else other; and the CPU's time in the data loader
-        whatever the GPU did. Empty without ``ProfilerStep#N``."""
+        execution that ran then, else other; the runtime time split by what its calls
+        did (``runtime_waiting (us)``, …); and the CPU's time in the data loader whatever
+        the GPU did. Empty without ``ProfilerStep#N``."""
         columns: dict[str, list[Any]] = {"rank": [], "step": [], "duration (us)": []}
         columns |= {f"{c} (us)": [] for c in _native.STEP_CATEGORIES}
+        columns |= {f"runtime_{p} (us)": [] for p in _native.RUNTIME_PARTS}
         columns["dataloader_cpu (us)"] = []
         for rank in self._document["ranks"]:
             for step in (rank["steps"] or {"steps": []})["steps"]:
@@ -399,21 +401,31 @@ class TraceAnalysis:
                 columns["duration (us)"].append(step["duration_us"])
                 for c, us in zip(_native.STEP_CATEGORIES, step["breakdown_us"], strict=True):
                     columns[f"{c} (us)"].append(us)
+                for p, us in zip(_native.RUNTIME_PARTS, step["runtime_us"], strict=True):
+                    columns[f"runtime_{p} (us)"].append(us)
                 columns["dataloader_cpu (us)"].append(step["dataloader_cpu_us"])
         return frame(columns, {"rank": "int64", "step": "str"})
 
     def get_step_verdicts(self) -> pd.DataFrame:
         """Per rank, what the mean step says by gpuscope's fixed thresholds (the
-        README's step verdicts): the kind, its figure (percent of the step) and the
-        advice."""
-        columns: dict[str, list[Any]] = {"rank": [], "kind": [], "percent": [], "advice": []}
+        README's step verdicts): the kind, its figure (percent of the step), the runtime
+        call a verdict on runtime calls names (else ``None``) and the advice."""
+        columns: dict[str, list[Any]] = {
+            "rank": [],
+            "kind": [],
+            "percent": [],
+            "call": [],
+            "advice": [],
+        }
         for rank in self._document["ranks"]:
             for v in (rank["steps"] or {"verdicts": []})["verdicts"]:
                 columns["rank"].append(rank["rank"])
+                columns["call"].append(v.get("call"))
                 for key in ("kind", "percent", "advice"):
                     columns[key].append(v[key])
         return frame(
-            columns, {"rank": "int64", "kind": "str", "percent": "float64", "advice": "str"}
+            columns,
+            {"rank": "int64", "kind": "str", "percent": "float64", "call": "str", "advice": "str"},
         )
 
     def get_gpu_gaps(self) -> pd.DataFrame:

@@ -217,9 +217,19 @@ fn next_for(kind: VerdictKind, rank: &RankReport) -> &'static str {
              in the step"
         }
         VerdictKind::GpuStarved => "remove .item()/.cpu()/print of tensors from the step",
+        VerdictKind::LaunchOverhead if rank.graph_replays.is_some() => {
+            "fewer graph breaks: torch._dynamo.explain(model)(*inputs) lists them"
+        }
         VerdictKind::LaunchOverhead => {
             "torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs"
         }
+        VerdictKind::HostWaits => {
+            "pin_memory=True, .to(device, non_blocking=True), and no .item()/.cpu() in the step"
+        }
+        VerdictKind::AllocatorCalls => {
+            "gpuscope snapshot of an allocator snapshot; no torch.cuda.empty_cache() in the loop"
+        }
+        VerdictKind::RuntimeCalls => "make the per-step setup calls once, outside the loop",
         VerdictKind::DataMovement => "pin_memory=True and .to(device, non_blocking=True)",
         VerdictKind::Communication => "overlap communication: DDP bucket_cap_mb, no_sync()",
     }

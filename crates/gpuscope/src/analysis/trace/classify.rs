@@ -39,13 +39,23 @@ words! {
 pub enum Call {
     /// Launches one kernel; its kernel carries the call's correlation id.
     KernelLaunch,
-    /// Launches one copy or memset on a stream (none at all for 0 bytes).
+    /// Launches one copy on a stream (none at all for 0 bytes). It returns only when the
+    /// copy is done if host memory is pageable or the copy goes to the host.
     CopyLaunch,
+    /// Launches one memset on a stream (none at all for 0 bytes).
+    MemsetLaunch,
     /// Replays a CUDA (HIP) graph: every kernel, copy and memset of the graph carries this
     /// one call's correlation id, so no kernel has a launch of its own.
     GraphLaunch,
     /// Waits for all work on the device.
     DeviceSync,
+    /// Waits for the work on one stream, or up to one event.
+    StreamSync,
+    /// Copies, returning when the copy is done.
+    Copy,
+    /// Allocates or frees device or pinned host memory, or maps it (`cudaFree` waits for
+    /// the device first).
+    Allocation,
     /// Begins a stream capture: what is launched until its end is recorded into a graph,
     /// not run.
     CaptureBegin,
@@ -201,20 +211,21 @@ pub const RULES: &[Rule] = &[
             "hipExtModuleLaunchKernel",
         ],
     },
-    // Copies and memsets launched on a stream: cudaMemcpyAsync and cudaMemsetAsync (every
-    // shared CUDA trace), hipMemcpyWithStream (amd_mi250_rocm), hipMemcpyAsync (Kineto's
-    // roctracer activities) and hipMemsetAsync (HIP's cudaMemsetAsync). The synchronous
-    // cudaMemcpy is left out, as HTA leaves it out of its launch statistics.
+    // Copies launched on a stream: cudaMemcpyAsync (every shared CUDA trace),
+    // hipMemcpyWithStream (amd_mi250_rocm), hipMemcpyAsync (Kineto's roctracer
+    // activities). The synchronous cudaMemcpy is a copy, below, as HTA leaves it out of its
+    // launch statistics.
     Rule {
         class: C(Call::CopyLaunch),
         how: Match::Exact,
-        names: &[
-            "cudaMemcpyAsync",
-            "cudaMemsetAsync",
-            "hipMemcpyAsync",
-            "hipMemcpyWithStream",
-            "hipMemsetAsync",
-        ],
+        names: &["cudaMemcpyAsync", "hipMemcpyAsync", "hipMemcpyWithStream"],
+    },
+    // Memsets launched on a stream: cudaMemsetAsync (every shared CUDA trace) and HIP's
+    // hipMemsetAsync.
+    Rule {
+        class: C(Call::MemsetLaunch),
+        how: Match::Exact,
+        names: &["cudaMemsetAsync", "hipMemsetAsync"],
     },
     // Graph replays: cudaGraphLaunch (Kineto's CUPTI registry; 70 in the shared
     // rank0_nccl_negative_queue trace, a torch.compile run), hipGraphLaunch (HIP's, a
@@ -234,6 +245,76 @@ pub const RULES: &[Rule] = &[
             "cudaDeviceSynchronize",
             "cuCtxSynchronize",
             "hipDeviceSynchronize",
+        ],
+    },
+    // Waits on one stream or event: cudaStreamSynchronize (the shared ResNet-50, AlexNet,
+    // rank0_nccl_negative_queue and H200 traces), cudaEventSynchronize (rank0_nccl_data),
+    // their driver (cuda.h) and HIP counterparts.
+    Rule {
+        class: C(Call::StreamSync),
+        how: Match::Exact,
+        names: &[
+            "cudaStreamSynchronize",
+            "cudaEventSynchronize",
+            "cuStreamSynchronize",
+            "cuEventSynchronize",
+            "hipStreamSynchronize",
+            "hipEventSynchronize",
+        ],
+    },
+    // Copies that return when done: cudaMemcpy (the shared cupti_profiler_counters trace),
+    // the runtime's
+    // other synchronous copies (cuda_runtime_api.h), HIP's hipMemcpy.
+    Rule {
+        class: C(Call::Copy),
+        how: Match::Exact,
+        names: &[
+            "cudaMemcpy",
+            "cudaMemcpy2D",
+            "cudaMemcpy3D",
+            "cudaMemcpyPeer",
+            "cudaMemcpyToSymbol",
+            "cudaMemcpyFromSymbol",
+            "hipMemcpy",
+        ],
+    },
+    // Memory management: cudaMalloc, cudaFree and cudaHostAlloc (the caching allocator and
+    // pinned memory, in the shared AlexNet and cupti_profiler_counters traces), the
+    // runtime's other allocation
+    // calls (cuda_runtime_api.h), HIP's. The driver's by prefix for CUPTI's versioned names
+    // (`cuMemAlloc_v2`), with the virtual-memory calls of PyTorch's expandable segments
+    // (c10's CUDACachingAllocator: cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap,
+    // cuMemRelease, cuMemAddressReserve).
+    Rule {
+        class: C(Call::Allocation),
+        how: Match::Exact,
+        names: &[
+            "cudaMalloc",
+            "cudaFree",
+            "cudaMallocHost",
+            "cudaFreeHost",
+            "cudaHostAlloc",
+            "cudaMallocManaged",
+            "cudaHostRegister",
+            "cudaHostUnregister",
+            "hipMalloc",
+            "hipFree",
+            "hipHostMalloc",
+            "hipHostFree",
+        ],
+    },
+    Rule {
+        class: C(Call::Allocation),
+        how: Match::Prefix,
+        names: &[
+            "cuMemAlloc",
+            "cuMemFree",
+            "cuMemCreate",
+            "cuMemMap",
+            "cuMemSetAccess",
+            "cuMemUnmap",
+            "cuMemRelease",
+            "cuMemAddress",
         ],
     },
     // Stream captures (CUDA graphs being recorded): the runtime's and driver's calls, by
@@ -469,12 +550,40 @@ mod tests {
     }
 
     #[test]
-    fn copy_launches() {
+    fn copy_and_memset_launches() {
         check(
             Class::Call(Call::CopyLaunch),
-            &["cudaMemcpyAsync", "cudaMemsetAsync", "hipMemcpyWithStream"],
+            &["cudaMemcpyAsync", "hipMemcpyWithStream"],
         );
-        assert_eq!(Call::of("cudaMemcpy"), None);
+        check(
+            Class::Call(Call::MemsetLaunch),
+            &["cudaMemsetAsync", "hipMemsetAsync"],
+        );
+        // The synchronous copy is no launch: it returns when done.
+        check(Class::Call(Call::Copy), &["cudaMemcpy", "hipMemcpy"]);
+    }
+
+    #[test]
+    fn waits_and_memory_management() {
+        check(
+            Class::Call(Call::StreamSync),
+            &["cudaStreamSynchronize", "cudaEventSynchronize"],
+        );
+        check(
+            Class::Call(Call::Allocation),
+            &[
+                "cudaMalloc",
+                "cudaFree",
+                "cudaHostAlloc",
+                "cuMemAlloc_v2",
+                "cuMemFree_v2",
+                "cuMemUnmap",
+            ],
+        );
+        // Polling and recording wait for nothing.
+        for name in ["cudaEventQuery", "cudaStreamWaitEvent", "cudaEventRecord"] {
+            assert_eq!(Call::of(name), None, "{name}");
+        }
     }
 
     #[test]
@@ -491,7 +600,7 @@ mod tests {
             Class::Call(Call::DeviceSync),
             &["cudaDeviceSynchronize", "hipDeviceSynchronize"],
         );
-        assert_eq!(Call::of("cudaStreamSynchronize"), None);
+        assert_eq!(Call::of("cudaStreamSynchronize"), Some(Call::StreamSync));
     }
 
     #[test]

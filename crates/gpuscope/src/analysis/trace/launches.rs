@@ -33,7 +33,10 @@ pub struct Launch {
 /// many pieces of work, none with a launch of its own.
 pub fn launches(trace: &Trace, scope: &Scope) -> Vec<Launch> {
     let e = &trace.events;
-    let launch_names = Call::names_in(trace, &[Call::KernelLaunch, Call::CopyLaunch]);
+    let launch_names = Call::names_in(
+        trace,
+        &[Call::KernelLaunch, Call::CopyLaunch, Call::MemsetLaunch],
+    );
     let work_by_correlation: FxHashMap<i64, usize> = scope
         .gpu
         .iter()

@@ -2,12 +2,14 @@
 //! `ProfilerStep#N` split into what the time went to, each instant given to the first of
 //! kernel, memcpy, memset, communication, runtime, data loader, CPU execution that was
 //! happening then, and "other" when none was; and the share of each step the CPU spent in
-//! the data loader whatever the GPU did. Then recommendations by fixed thresholds (README,
-//! "The step verdicts of `gpuscope trace`").
+//! the data loader whatever the GPU did; the runtime time split by what its calls did.
+//! Then recommendations by fixed thresholds (README, "The step verdicts of `gpuscope
+//! trace`").
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::classify::KernelType;
+use super::classify::{Call, KernelType};
 use super::graphs::Replays;
 use super::intervals::{intersection, length, merge, Interval};
 use crate::model::trace::{Kind, Trace};
@@ -49,6 +51,39 @@ words! {
     }
 }
 
+words! {
+    /// What the CUDA runtime and driver calls of the runtime column did, in the order an
+    /// instant goes to them when calls on several threads overlap.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum RuntimePart {
+        /// Waiting for the GPU or a copy: synchronisation, and copies (which return when
+        /// done from pageable memory or to the host).
+        Waiting = "waiting",
+        /// Allocating, freeing or mapping memory.
+        Memory = "memory",
+        /// Launching kernels, memsets and graphs.
+        Launching = "launching",
+        /// Any other call (stream creation, device queries, event records).
+        Other = "other",
+    }
+}
+
+impl RuntimePart {
+    /// The part a call that does `call` belongs to.
+    pub fn of(call: Option<Call>) -> RuntimePart {
+        match call {
+            Some(Call::DeviceSync | Call::StreamSync | Call::Copy | Call::CopyLaunch) => {
+                RuntimePart::Waiting
+            }
+            Some(Call::Allocation) => RuntimePart::Memory,
+            Some(Call::KernelLaunch | Call::MemsetLaunch | Call::GraphLaunch) => {
+                RuntimePart::Launching
+            }
+            Some(Call::CaptureBegin | Call::CaptureEnd) | None => RuntimePart::Other,
+        }
+    }
+}
+
 /// One profiler step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
@@ -65,6 +100,10 @@ pub struct Step {
     /// the runtime time) and by no launch call of its own. 0 without graph launches.
     #[serde(default)]
     pub graph_replay_us: f64,
+    /// The runtime column's µs split by what its calls did, in [`RuntimePart::ALL`]
+    /// order; they add up to it.
+    #[serde(default)]
+    pub runtime_us: Vec<f64>,
 }
 
 impl Step {
@@ -95,6 +134,18 @@ impl Step {
         }
     }
 
+    /// The part of the runtime column that took the most of it, and its share of the
+    /// step, percent; `None` without runtime time.
+    pub fn largest_runtime_part(&self) -> Option<(RuntimePart, f64)> {
+        RuntimePart::ALL
+            .iter()
+            .copied()
+            .zip(&self.runtime_us)
+            .filter(|(_, us)| **us > 0.0)
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(part, us)| (part, us * 100.0 / self.duration_us))
+    }
+
     /// The share of the step in which the GPU did nothing, percent.
     pub fn gpu_idle_percent(&self) -> f64 {
         100.0
@@ -117,6 +168,10 @@ pub struct Verdict {
     pub kind: VerdictKind,
     /// The figure, percent of the mean step.
     pub percent: f64,
+    /// The runtime call that took the most of the part a runtime verdict names (by the
+    /// calls' time inside the steps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
     /// What it means and what to do.
     pub advice: String,
 }
@@ -129,8 +184,15 @@ words! {
         InputPipeline = "input_pipeline",
         /// The GPU is idle much of each step.
         GpuStarved = "gpu_starved",
-        /// CUDA runtime calls take much of each step.
+        /// CUDA runtime calls take much of each step, most of it launching work.
         LaunchOverhead = "launch_overhead",
+        /// CUDA runtime calls take much of each step, most of it waiting for the GPU or a
+        /// copy.
+        HostWaits = "host_waits",
+        /// CUDA runtime calls take much of each step, most of it managing memory.
+        AllocatorCalls = "allocator_calls",
+        /// CUDA runtime calls take much of each step, most of it in other calls.
+        RuntimeCalls = "runtime_calls",
         /// Copies and memsets take much of each step.
         DataMovement = "data_movement",
         /// Communication alone takes much of each step.
@@ -179,7 +241,7 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
         return None;
     }
     windows.sort_unstable();
-    let classes = classes(trace);
+    let slots = slots(trace);
     let replayed = merge(
         Replays::of(trace)
             .work
@@ -192,25 +254,34 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
         .map(|&(start, end, name)| {
             let window = [(start, end)];
             let mut assigned: Vec<Interval> = Vec::new();
-            let mut breakdown_us = Vec::with_capacity(Category::ALL.len());
-            for class in &classes {
-                let inside = clip(class, start, end);
+            let mut slot_us = Vec::with_capacity(slots.len());
+            for slot in &slots {
+                let inside = clip(slot, start, end);
                 let new = length(&inside) - intersection(&inside, &assigned);
-                breakdown_us.push(new as f64 / 1000.0);
+                slot_us.push(new as f64 / 1000.0);
                 assigned = merge(assigned.into_iter().chain(inside).collect());
             }
+            let runtime_us = slot_us[RUNTIME..RUNTIME + RuntimePart::ALL.len()].to_vec();
+            let mut breakdown_us: Vec<f64> = Category::ALL[..Category::ALL.len() - 1]
+                .iter()
+                .map(|&c| match c {
+                    Category::Runtime => runtime_us.iter().sum(),
+                    c => slot_us[slot_of(c, RuntimePart::Other)],
+                })
+                .collect();
             breakdown_us.push((length(&window) - length(&assigned)) as f64 / 1000.0);
             Step {
                 name: trace.names.get(name).to_owned(),
                 duration_us: (end - start) as f64 / 1000.0,
                 breakdown_us,
                 dataloader_cpu_us: length(&clip(
-                    &classes[Category::Dataloader as usize],
+                    &slots[slot_of(Category::Dataloader, RuntimePart::Other)],
                     start,
                     end,
                 )) as f64
                     / 1000.0,
                 graph_replay_us: length(&clip(&replayed, start, end)) as f64 / 1000.0,
+                runtime_us,
             }
         })
         .collect();
@@ -223,8 +294,12 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
             .collect(),
         dataloader_cpu_us: steps.iter().map(|s| s.dataloader_cpu_us).sum::<f64>() / n,
         graph_replay_us: steps.iter().map(|s| s.graph_replay_us).sum::<f64>() / n,
+        runtime_us: (0..RuntimePart::ALL.len())
+            .map(|p| steps.iter().map(|s| s.runtime_us[p]).sum::<f64>() / n)
+            .collect(),
     };
-    let verdicts = verdicts(&mean, trace.has_gpu_work());
+    let calls = runtime_calls(trace, &windows);
+    let verdicts = verdicts(&mean, trace.has_gpu_work(), &calls);
     Some(StepOverview {
         steps,
         mean,
@@ -232,10 +307,25 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
     })
 }
 
-/// The busy intervals of each category but "other", in precedence order.
-fn classes(trace: &Trace) -> Vec<Vec<Interval>> {
+/// Where the runtime parts sit among the slots.
+const RUNTIME: usize = Category::Runtime as usize;
+
+/// The slot of an instant of `category` (of `part`, for runtime): the categories in
+/// precedence order, the runtime one taking one slot per [`RuntimePart`].
+fn slot_of(category: Category, part: RuntimePart) -> usize {
+    match category as usize {
+        c if c < RUNTIME => c,
+        RUNTIME => RUNTIME + part as usize,
+        c => c + RuntimePart::ALL.len() - 1,
+    }
+}
+
+/// The busy intervals of each category but "other", in precedence order, the runtime
+/// category's split into its parts ([`slot_of`]).
+fn slots(trace: &Trace) -> Vec<Vec<Interval>> {
     let e = &trace.events;
-    let mut classes: Vec<Vec<Interval>> = vec![Vec::new(); Category::ALL.len() - 1];
+    let mut slots: Vec<Vec<Interval>> =
+        vec![Vec::new(); Category::ALL.len() - 2 + RuntimePart::ALL.len()];
     // What each name says, worked out once per name: the events are many, the names few.
     let mut said: Vec<Option<Said>> = vec![None; trace.names.len()];
     for i in 0..e.len() {
@@ -254,9 +344,42 @@ fn classes(trace: &Trace) -> Vec<Vec<Interval>> {
             Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction => Category::CpuExec,
             _ => continue,
         };
-        classes[class as usize].push((e.ts[i], e.end(i)));
+        slots[slot_of(class, said.runtime)].push((e.ts[i], e.end(i)));
     }
-    classes.into_iter().map(merge).collect()
+    slots.into_iter().map(merge).collect()
+}
+
+/// Each runtime call's name, its part and its µs inside the step `windows` (sorted by
+/// start), most first.
+fn runtime_calls(trace: &Trace, windows: &[(i64, i64, u32)]) -> Vec<(String, RuntimePart, f64)> {
+    let e = &trace.events;
+    let mut by_name: FxHashMap<u32, i64> = FxHashMap::default();
+    for i in 0..e.len() {
+        if !matches!(e.kind[i], Kind::Runtime | Kind::Driver) {
+            continue;
+        }
+        let (ts, end) = (e.ts[i], e.end(i));
+        let at = windows.partition_point(|w| w.0 <= ts);
+        if let Some(&(start, stop, _)) = at.checked_sub(1).map(|w| &windows[w]) {
+            let inside = end.min(stop) - ts.max(start);
+            if inside > 0 {
+                *by_name.entry(e.name[i]).or_default() += inside;
+            }
+        }
+    }
+    let mut calls: Vec<(String, RuntimePart, f64)> = by_name
+        .into_iter()
+        .map(|(name, ns)| {
+            let name = trace.names.get(name);
+            (
+                name.to_owned(),
+                RuntimePart::of(Call::of(name)),
+                ns as f64 / 1000.0,
+            )
+        })
+        .collect();
+    calls.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    calls
 }
 
 /// What an event's name tells the step overview.
@@ -268,6 +391,8 @@ struct Said {
     dataloader: bool,
     /// Communication, when it names a kernel.
     communication: bool,
+    /// The runtime part, when it names a runtime or driver call.
+    runtime: RuntimePart,
 }
 
 impl Said {
@@ -276,6 +401,7 @@ impl Said {
             step: name.starts_with("ProfilerStep#"),
             dataloader: name.contains("DataLoader"),
             communication: KernelType::of(name) == KernelType::Communication,
+            runtime: RuntimePart::of(Call::of(name)),
         }
     }
 }
@@ -292,8 +418,9 @@ fn clip(intervals: &[Interval], start: i64, end: i64) -> Vec<Interval> {
 
 type Threshold = (VerdictKind, f64, f64, fn(f64) -> String);
 
-/// The verdicts on the mean step; those about the GPU only when there is one.
-fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
+/// The verdicts on the mean step; those about the GPU only when there is one. `calls`:
+/// the runtime calls, most time first.
+fn verdicts(mean: &Step, gpu: bool, calls: &[(String, RuntimePart, f64)]) -> Vec<Verdict> {
     let mut out = Vec::new();
     let dataloader = mean.dataloader_cpu_percent();
     let idle = mean.gpu_idle_percent();
@@ -301,6 +428,7 @@ fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
         out.push(Verdict {
             kind: VerdictKind::InputPipeline,
             percent: dataloader,
+            call: None,
             advice: format!(
                 "the CPU is in the data loader {dataloader:.0} % of each step (the loader \
                  column counts only the part with nothing else running){}: the input \
@@ -317,6 +445,7 @@ fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
         out.push(Verdict {
             kind: VerdictKind::GpuStarved,
             percent: idle,
+            call: None,
             advice: if mean.percent(Category::Other) >= GPU_IDLE_PERCENT {
                 format!(
                     "the GPU is idle {idle:.0} % of each step and for {:.0} % of it the \
@@ -335,18 +464,11 @@ fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
             },
         });
     }
-    let thresholds: [Threshold; 3] = [
-        (
-            VerdictKind::LaunchOverhead,
-            mean.percent(Category::Runtime),
-            RUNTIME_PERCENT,
-            |p| {
-                format!(
-                    "CUDA runtime calls take {p:.0} % of each step: many small kernels — CUDA \
-                     graphs or torch.compile to fuse and batch launches"
-                )
-            },
-        ),
+    let runtime = mean.percent(Category::Runtime);
+    if runtime >= RUNTIME_PERCENT {
+        out.extend(runtime_verdict(mean, runtime, calls));
+    }
+    let thresholds: [Threshold; 2] = [
         (
             VerdictKind::DataMovement,
             mean.percent(Category::Memcpy) + mean.percent(Category::Memset),
@@ -375,9 +497,173 @@ fn verdicts(mean: &Step, gpu: bool) -> Vec<Verdict> {
             out.push(Verdict {
                 kind,
                 percent,
+                call: None,
                 advice: advice(percent),
             });
         }
     }
     out
+}
+
+/// The verdict on runtime calls taking `runtime` percent of the mean step, named by the
+/// part of them that takes the most, with that part's busiest call.
+fn runtime_verdict(
+    mean: &Step,
+    runtime: f64,
+    calls: &[(String, RuntimePart, f64)],
+) -> Option<Verdict> {
+    let (part, share) = mean.largest_runtime_part()?;
+    let call = calls.iter().find(|c| c.1 == part).map(|c| c.0.clone());
+    let most = call
+        .as_deref()
+        .map_or(String::new(), |c| format!(", {c} the most"));
+    let head = format!(
+        "CUDA runtime calls take {runtime:.0} % of each step ({share:.0} % {}{most})",
+        match part {
+            RuntimePart::Waiting => "waiting",
+            RuntimePart::Memory => "managing memory",
+            RuntimePart::Launching => "launching work",
+            RuntimePart::Other => "in other calls",
+        }
+    );
+    let (kind, advice) = match part {
+        RuntimePart::Launching if mean.graph_replay_us > 0.0 => (
+            VerdictKind::LaunchOverhead,
+            format!(
+                "{head}: the step already replays CUDA graphs, so these are the launches \
+                 outside them — capture more of the step (fewer graph breaks)"
+            ),
+        ),
+        RuntimePart::Launching => (
+            VerdictKind::LaunchOverhead,
+            format!(
+                "{head}: many small kernels — CUDA graphs or torch.compile to fuse and \
+                     batch launches"
+            ),
+        ),
+        RuntimePart::Waiting => (
+            VerdictKind::HostWaits,
+            format!(
+                "{head}: the CPU waits for the GPU or for a copy — a copy from pageable \
+                 memory, or a read to the host (.item(), .cpu(), printing a tensor); pin host \
+                 memory, copy with non_blocking=True and keep values on the GPU"
+            ),
+        ),
+        RuntimePart::Memory => (
+            VerdictKind::AllocatorCalls,
+            format!(
+                "{head}: the caching allocator is growing or giving memory back (cudaFree \
+                 waits for the device) — memory near the limit, torch.cuda.empty_cache() in \
+                 the loop, or ever-changing shapes; gpuscope snapshot shows which"
+            ),
+        ),
+        RuntimePart::Other => (
+            VerdictKind::RuntimeCalls,
+            format!(
+                "{head}: calls that neither launch, wait nor manage memory, repeated every \
+                 step (stream creation, device queries) — make them once, outside the loop"
+            ),
+        ),
+    };
+    Some(Verdict {
+        kind,
+        percent: runtime,
+        call,
+        advice,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::trace::test_traces::trace;
+    use crate::model::trace::NONE;
+
+    /// Two 1,000 ns steps, each with `calls` (name, offset, duration, thread) and a kernel
+    /// at 900–1,000 ns.
+    fn steps(calls: &[(&'static str, i64, i64, i64)]) -> StepOverview {
+        let mut events = Vec::new();
+        for (n, start) in [("ProfilerStep#1", 0), ("ProfilerStep#2", 1000)] {
+            events.push((Kind::UserAnnotation, n, start, 1000, 1, NONE));
+            for &(name, at, dur, tid) in calls {
+                events.push((Kind::Runtime, name, start + at, dur, tid, NONE));
+            }
+            events.push((Kind::Kernel, "k", start + 900, 100, 1, NONE));
+        }
+        step_overview(&trace(&events)).unwrap()
+    }
+
+    fn runtime_verdict(o: &StepOverview) -> &Verdict {
+        o.verdicts
+            .iter()
+            .find(|v| v.advice.starts_with("CUDA runtime calls"))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_runtime_column_splits_by_what_its_calls_do() {
+        let o = steps(&[
+            ("cudaFree", 0, 300, 1),
+            ("cudaLaunchKernel", 400, 100, 1),
+            ("cudaStreamCreateWithFlags", 600, 50, 1),
+            // Overlaps the launch on another thread: the overlap goes to waiting.
+            ("cudaStreamSynchronize", 450, 100, 2),
+            // Under the kernel: the GPU was busy, so no runtime time.
+            ("cudaMemcpyAsync", 900, 50, 1),
+        ]);
+        let m = &o.mean;
+        assert_eq!(m.runtime_us, [0.1, 0.3, 0.05, 0.05]);
+        assert_eq!(
+            m.runtime_us.iter().sum::<f64>(),
+            m.breakdown_us[Category::Runtime as usize]
+        );
+        let v = runtime_verdict(&o);
+        assert_eq!(v.kind, VerdictKind::AllocatorCalls);
+        assert_eq!(v.call.as_deref(), Some("cudaFree"));
+        assert!((v.percent - 50.0).abs() < 1e-9, "{}", v.percent);
+    }
+
+    #[test]
+    fn each_part_names_its_verdict() {
+        for (call, kind) in [
+            ("cudaLaunchKernel", VerdictKind::LaunchOverhead),
+            ("cudaMemcpyAsync", VerdictKind::HostWaits),
+            ("cudaEventSynchronize", VerdictKind::HostWaits),
+            ("cuMemUnmap", VerdictKind::AllocatorCalls),
+            ("cudaGetDeviceProperties", VerdictKind::RuntimeCalls),
+        ] {
+            let v = runtime_verdict(&steps(&[(call, 0, 200, 1)])).clone();
+            assert_eq!((v.kind, v.call.as_deref()), (kind, Some(call)));
+            assert!(v.advice.contains(call), "{}", v.advice);
+        }
+        // Under 10 % of the step, no verdict on runtime calls.
+        let o = steps(&[("cudaLaunchKernel", 0, 90, 1)]);
+        assert!(o.verdicts.iter().all(|v| v.call.is_none()));
+    }
+
+    #[test]
+    fn launches_beside_graph_replays_are_those_outside_the_graphs() {
+        let mut events = Vec::new();
+        for (n, start) in [("ProfilerStep#1", 0), ("ProfilerStep#2", 1000)] {
+            events.push((Kind::UserAnnotation, n, start, 1000, 1, NONE));
+            events.push((Kind::Runtime, "cudaLaunchKernel", start, 300, 1, NONE));
+            events.push((
+                Kind::Runtime,
+                "cudaGraphLaunch",
+                start + 300,
+                10,
+                1,
+                start + 1,
+            ));
+            events.push((Kind::Kernel, "k", start + 900, 100, 1, start + 1));
+        }
+        let o = step_overview(&trace(&events)).unwrap();
+        let v = runtime_verdict(&o);
+        assert_eq!(v.kind, VerdictKind::LaunchOverhead);
+        assert!(
+            v.advice.contains("already replays CUDA graphs"),
+            "{}",
+            v.advice
+        );
+    }
 }
