@@ -219,3 +219,42 @@ fn a_rank_comes_from_the_file_name_only_without_distributed_info() {
     let t = read("rank7.json.gz");
     assert_eq!((t.rank, t.rank_from), (1, RankFrom::Metadata));
 }
+
+#[test]
+fn a_directory_read_stops_when_its_consumer_does() {
+    use gpuscope::formats::trace::load::{map_traces, trace_files};
+    use std::ops::ControlFlow;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    // Many ranks of one real trace, so that a read that went on would read far more
+    // than the window of files read ahead (twice the threads).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = common::shared_data("traces/amd_mi250_rocm.json.gz");
+    for rank in 0..8 * threads {
+        std::os::unix::fs::symlink(&trace, dir.path().join(format!("rank{rank}.json.gz")))
+            .unwrap();
+    }
+    let files = trace_files(dir.path()).unwrap();
+    let (read, mut handed) = (AtomicUsize::new(0), Vec::new());
+    let map = |t: gpuscope::Result<gpuscope::model::trace::TraceFile>| {
+        read.fetch_add(1, Ordering::Relaxed);
+        t.unwrap().path
+    };
+    map_traces(&files, &map, &mut |_, path| {
+        handed.push(path);
+        ControlFlow::Break(())
+    });
+    assert_eq!(handed, [files[0].0.clone()]);
+    let read = read.into_inner();
+    assert!(read <= 2 * threads, "{read} files read of {}", files.len());
+
+    // Going on to the end hands every file, in order.
+    let mut all = Vec::new();
+    map_traces(&files, &|t| t.unwrap().path, &mut |_, path| {
+        all.push(path);
+        ControlFlow::Continue(())
+    });
+    let want: Vec<_> = files.iter().map(|(p, _)| p.clone()).collect();
+    assert_eq!(all, want);
+}

@@ -2,6 +2,7 @@
 
 use std::cell::RefCell;
 use std::io::{self, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use gpuscope::analysis::trace::summary::{
@@ -122,12 +123,16 @@ impl Render for Ranks {
             done += size;
             progress(done, total);
             match part {
-                Ok(part) if written.is_ok() => written = stream.rank(across.keep(part)),
-                Ok(_) => {}
+                Ok(part) => written = stream.rank(across.keep(part)),
                 Err(e) => {
                     eprintln!("skipped {e}");
                     first_error.get_or_insert(e);
                 }
+            }
+            // Output that cannot be written (a closed pipe: `| head`) ends the reading.
+            match written {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(_) => ControlFlow::Break(()),
             }
         });
         written?;
@@ -180,15 +185,23 @@ fn write_summaries(path: &Path, clock: Clock, dir: &Path) -> Result<(), Failure>
     let (mut written, mut failed) = (0, None);
     let summarize = |trace: gpuscope::Result<TraceFile>| trace.map(|f| rank_summary(&f, clock));
     map_traces(&files, &summarize, &mut |_, summary| match summary {
-        Ok(_) if failed.is_some() => {}
         Ok(summary) => {
             let out = dir.join(format!("{}.summary.json", summary.rank));
             match write_file(&out, |w| summary_json(&summary, w)) {
-                Ok(()) => written += 1,
-                Err(e) => failed = Some(e),
+                Ok(()) => {
+                    written += 1;
+                    ControlFlow::Continue(())
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
             }
         }
-        Err(e) => eprintln!("skipped {e}"),
+        Err(e) => {
+            eprintln!("skipped {e}");
+            ControlFlow::Continue(())
+        }
     });
     if let Some(e) = failed {
         return Err(e.into());

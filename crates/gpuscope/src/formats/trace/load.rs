@@ -4,7 +4,9 @@ use super::read::{peek_rank, rank_in_name, read_trace};
 use crate::model::trace::TraceFile;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
 
 /// True for the names torch.profiler gives traces (`*.json`, `*.json.gz`).
@@ -12,17 +14,21 @@ pub fn is_trace_file_name(name: &str) -> bool {
     name.ends_with(".json") || name.ends_with(".json.gz")
 }
 
+/// A trace file and its size in bytes, as [`trace_files`] lists them.
+pub type Listed = (PathBuf, u64);
+
 /// Reads `files` on as many threads as there are cores, turns each trace into a `T` with
 /// `map` on the thread that read it, and hands the results to `each` in the order of
-/// `files`, with the file each came from. A thread takes a file only when fewer than
+/// `files`, with the file each came from, until `each` breaks: then the files not yet
+/// read are left unread. A thread takes a file only when fewer than
 /// twice as many results as threads wait for their turn, so a directory of thousands of
 /// ranks holds a few traces at a time, whatever `map` keeps. Plain threads rather than
 /// rayon's: each read parses its batches on rayon's pool, and a pool worker waiting for
 /// the pool is how rayon deadlocks.
 pub fn map_traces<T: Send>(
-    files: &[(PathBuf, u64)],
+    files: &[Listed],
     map: &(dyn Fn(Result<TraceFile>) -> T + Sync),
-    each: &mut dyn FnMut(&(PathBuf, u64), T),
+    each: &mut dyn FnMut(&Listed, T) -> ControlFlow<()>,
 ) {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -34,14 +40,18 @@ pub fn map_traces<T: Send>(
         let _ = jobs.send(k);
     }
     let (sender, finished) = mpsc::channel::<(usize, T)>();
+    let stopped = AtomicBool::new(false);
     std::thread::scope(|scope| {
         for _ in 0..threads {
-            let (sender, job) = (sender.clone(), &job);
+            let (sender, job, stopped) = (sender.clone(), &job, &stopped);
             scope.spawn(move || loop {
                 let next = job.lock().map(|j| j.recv());
                 let Ok(Ok(k)) = next else {
                     return;
                 };
+                if stopped.load(Ordering::Relaxed) {
+                    return;
+                }
                 let (file, _) = &files[k];
                 let trace = read_trace(file, &mut |_, _| {}).map(|trace| TraceFile {
                     path: file.clone(),
@@ -54,10 +64,14 @@ pub fn map_traces<T: Send>(
         }
         drop(sender);
         let (mut waiting, mut handed, mut queued) = (BTreeMap::new(), 0, window);
-        for (k, result) in finished {
+        'results: for (k, result) in finished {
             waiting.insert(k, result);
             while let Some(result) = waiting.remove(&handed) {
-                each(&files[handed], result);
+                if each(&files[handed], result).is_break() {
+                    // The threads stop after the read at hand and start no other.
+                    stopped.store(true, Ordering::Relaxed);
+                    break 'results;
+                }
                 handed += 1;
                 if queued < files.len() {
                     let _ = jobs.send(queued);
@@ -86,7 +100,7 @@ pub struct Loaded {
 /// (`*.json`, `*.json.gz`), with their sizes, in rank order (`distributedInfo.rank`, else
 /// the rank in the file's name: `rank2` before `rank10`), then by path; fails when there
 /// are none.
-pub fn trace_files(path: &Path) -> Result<Vec<(PathBuf, u64)>> {
+pub fn trace_files(path: &Path) -> Result<Vec<Listed>> {
     let mut files: Vec<(PathBuf, u64)> = walkdir::WalkDir::new(path)
         .max_depth(2)
         .follow_links(true)
@@ -140,6 +154,7 @@ pub fn load_traces(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Lo
                 first_error.get_or_insert(e);
             }
         }
+        ControlFlow::Continue(())
     });
     if let (true, Some(e)) = (loaded.traces.is_empty(), first_error) {
         return Err(e);
