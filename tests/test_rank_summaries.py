@@ -156,3 +156,32 @@ def test_a_summary_says_what_cuda_graph_replays_ran() -> None:
     assert json.loads(report.stdout)["ranks"][0]["graph_replays"] == replays
     plain = gpuscope.rank_summary(shared_file(TRACES / "v100_rank0_ns_resolution.json.gz"))
     assert plain["graph_replays"] is None
+
+
+@pytest.mark.parametrize(("stretch", "named"), [(2.0, True), (1.3, False)])
+def test_of_two_ranks_the_slower_is_named_past_the_rule(
+    tmp_path: Path, stretch: float, named: bool
+) -> None:
+    """The median of two ranks is their mean, so the slower is named when it computes
+    10.5 % or more longer than the other. Kernels stretched 2x make rank 1 compute about
+    13 % longer (stretched kernels overlap more): named; 1.3x, about 5 %: not."""
+    job = rank_job(tmp_path / "job", shared_file(TRACES / SOURCE), 2, 1, stretch)
+    comparison = gpuscope.merge_rank_summaries(
+        [gpuscope.rank_summary(p) for p in job.iterdir()]
+    )["comparison"]
+    ranks = {r["rank"]: r["compute_us"] for r in comparison["ranks"]}
+    assert (ranks[1] >= 1.105 * ranks[0]) is named
+    assert [s["rank"] for s in comparison["stragglers"]] == ([1] if named else [])
+
+
+def test_the_real_pair_names_the_rank_that_computes_longer_and_waits_less() -> None:
+    """Ranks 0 and 1 of a 128-rank job: rank 1 computes longer and spends less time in
+    communication (it keeps the other waiting), so it is the straggler."""
+    summaries = [
+        gpuscope.rank_summary(shared_file(TRACES / f"sampled_rank{r}.json.gz")) for r in (0, 1)
+    ]
+    comparison = gpuscope.merge_rank_summaries(summaries)["comparison"]
+    ranks = {r["rank"]: r for r in comparison["ranks"]}
+    assert ranks[1]["compute_us"] > ranks[0]["compute_us"] * 1.105
+    assert ranks[1]["communication_us"] < ranks[0]["communication_us"]
+    assert [s["rank"] for s in comparison["stragglers"]] == [1]

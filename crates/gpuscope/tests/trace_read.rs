@@ -232,8 +232,7 @@ fn a_directory_read_stops_when_its_consumer_does() {
     let dir = tempfile::tempdir().unwrap();
     let trace = common::shared_data("traces/amd_mi250_rocm.json.gz");
     for rank in 0..8 * threads {
-        std::os::unix::fs::symlink(&trace, dir.path().join(format!("rank{rank}.json.gz")))
-            .unwrap();
+        std::os::unix::fs::symlink(&trace, dir.path().join(format!("rank{rank}.json.gz"))).unwrap();
     }
     let files = trace_files(dir.path()).unwrap();
     let (read, mut handed) = (AtomicUsize::new(0), Vec::new());

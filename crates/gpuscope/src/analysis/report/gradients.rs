@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::trend::median;
 use crate::model::memory::{GradientStats, MemoryRecord};
 
 /// Change of a norm between the first and the last third of the run beyond which it is
@@ -103,19 +104,6 @@ pub fn gradient_flow(records: &[MemoryRecord]) -> Option<GradientFlow> {
         clipped_percent: (measured > 0).then(|| clipped as f64 * 100.0 / measured as f64),
         mean_clip_factor: (clipped > 0).then(|| factor_sum / clipped as f64),
         zero_percent: last.zero_percent,
-    })
-}
-
-fn median(values: &mut [f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
     })
 }
 

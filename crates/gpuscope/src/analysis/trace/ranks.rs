@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::clamp::non_negative;
 use super::classify::KernelType;
 use super::report::RankReport;
+use crate::analysis::report::trend::median;
 
 /// A rank computing this much longer than the median of the ranks is a straggler.
 pub const STRAGGLER_PERCENT: f64 = 5.0;
@@ -32,7 +33,7 @@ pub struct RankFigures {
 pub struct Straggler {
     /// The rank.
     pub rank: u32,
-    /// How much longer it computes than the median rank, percent.
+    /// How much longer it computes than the ranks' median, percent.
     pub compute_over_median_percent: f64,
 }
 
@@ -71,8 +72,7 @@ pub fn compare(figures: Vec<RankFigures>) -> Option<RankComparison> {
         return None;
     }
     let mut compute: Vec<f64> = figures.iter().map(|f| f.compute_us).collect();
-    compute.sort_by(f64::total_cmp);
-    let median = compute[compute.len() / 2];
+    let median = median(&mut compute)?;
     let mut stragglers: Vec<Straggler> = figures
         .iter()
         .filter(|_| median > 0.0)

@@ -17,6 +17,7 @@ use super::ranks::{compare, figures_of, RankComparison, RankFigures};
 use super::report::{report, RankReport};
 use super::scope::{scope, Clock, Scope};
 use super::steps::Step;
+use crate::analysis::report::trend::median;
 use crate::model::trace::{file_name, Trace, TraceFile, NONE, NO_SHAPES};
 
 /// The schema of a summary.
@@ -311,11 +312,6 @@ pub struct RanksView {
     pub collectives: Vec<CollectiveSpread>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// (rank, value) of every item `items` gives each summary, by the item's name.
 type ByName<'a> = BTreeMap<&'a str, Vec<(u32, f64)>>;
 
@@ -370,7 +366,7 @@ pub fn merge_rank_summaries(summaries: &[RankSummary]) -> RanksView {
                 name: (*name).to_owned(),
                 ranks: v.len(),
                 min_us: least.1,
-                median_us: median(v.iter().map(|x| x.1).collect()),
+                median_us: median(&mut v.iter().map(|x| x.1).collect::<Vec<_>>()).unwrap_or(0.0),
                 max_us: most.1,
                 slowest_rank: most.0,
             }

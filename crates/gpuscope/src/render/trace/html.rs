@@ -55,7 +55,7 @@ pub fn html(
             let _ = write!(
                 page,
                 "<div class=\"verdict leak\"><b>Straggler</b>: rank {} computes {:.0} % longer \
-                 than the median rank</div>",
+                 than the ranks' median</div>",
                 s.rank, s.compute_over_median_percent
             );
         }

@@ -95,7 +95,7 @@ pub fn ranks_text(c: &RankComparison, width: u16, out: &mut dyn Write) -> io::Re
     write_table(out, &t)?;
     for s in &c.stragglers {
         let line = format!(
-            "Straggler: rank {} computes {:.0} % longer than the median rank; the others \
+            "Straggler: rank {} computes {:.0} % longer than the ranks' median; the others \
              wait for it in their collectives.",
             s.rank, s.compute_over_median_percent
         );
