@@ -248,3 +248,36 @@ fn autocast_advice_follows_the_record() {
         );
     }
 }
+
+/// Activations are most of the memory of the Lightning and Hugging Face runs, but their
+/// peaks are far from the H200's 140 GiB: no checkpointing advice (README, "Checkpointing
+/// advice").
+#[test]
+fn runs_far_from_the_devices_limit_are_not_told_to_checkpoint() {
+    for name in ["lightning", "hf"] {
+        let text = std::fs::read_to_string(shared_data(&format!(
+            "gpu-h200/{name}/profiles/memory.jsonl"
+        )))
+        .unwrap();
+        let records: Vec<MemoryRecord> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let last = records.last().unwrap();
+        let c = &last.categories_bytes;
+        let share = c.activations.unwrap() as f64 / c.total() as f64;
+        assert!(share > 0.5, "{name}: activations {share}");
+        let peak = records
+            .iter()
+            .filter_map(|r| r.allocator.as_ref())
+            .map(|a| a.peak_reserved_bytes.max(a.reserved_bytes))
+            .max()
+            .unwrap();
+        let device = last.allocator.as_ref().unwrap().device_total_bytes.unwrap();
+        assert!(peak * 10 < device, "{name}: {peak} of {device}");
+        assert!(
+            !kinds(&h200(name)).contains(&AdviceKind::Checkpointing),
+            "{name}"
+        );
+    }
+}

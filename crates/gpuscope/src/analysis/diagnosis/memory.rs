@@ -7,14 +7,15 @@ use std::collections::BTreeMap;
 use super::evidence::{Evidence, PeakEvidence};
 use super::finding::{Anchor, Finding, FindingKind, FindingSource, Severity, Stake};
 use super::{share_of, RunInputs};
+use crate::analysis::report::advice::NEAR_FULL_PERCENT;
 use crate::analysis::report::allocator_verdict::Verdict;
 use crate::analysis::report::RunReport;
 use crate::analysis::snapshot::sites::SiteBytes;
 use crate::model::units::human_bytes;
 
 /// Reserved memory at the peak above this share of the device is medium: one larger batch
-/// or sequence from an out-of-memory error.
-pub const NEAR_FULL_SHARE: f64 = 0.90;
+/// or sequence from an out-of-memory error (the same line as the checkpointing advice's).
+pub const NEAR_FULL_SHARE: f64 = NEAR_FULL_PERCENT / 100.0;
 /// A figure whose spread between ranks exceeds this many percent is a low finding.
 pub const RANK_SPREAD_PERCENT: f64 = 10.0;
 /// Call sites listed with a peak.

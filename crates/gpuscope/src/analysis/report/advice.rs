@@ -1,7 +1,7 @@
 //! Advice, each naming the figure that triggered it and a stable kind: activations
-//! dominating; float32 holding nearly everything in a GPU run whose forward does not run
-//! under autocast; what the allocator's counters say (fragmentation or memory pressure);
-//! host memory that keeps growing.
+//! dominating a run short of memory; float32 holding nearly everything in a GPU run whose
+//! forward does not run under autocast; what the allocator's counters say (fragmentation
+//! or memory pressure); host memory that keeps growing.
 
 use serde::Serialize;
 
@@ -10,8 +10,12 @@ use super::host_growth::HostGrowth;
 use crate::model::memory::{percent, MemoryRecord};
 use crate::model::units::ByteUnit;
 
-/// Activations above this share of the categories call for checkpointing.
+/// Activations above this share of the categories call for checkpointing, where memory
+/// is short.
 pub const ACTIVATIONS_DOMINATE_PERCENT: f64 = 50.0;
+/// A GPU run whose peak reserved memory reaches this share of the device's is short of
+/// memory (README, "Checkpointing advice").
+pub const NEAR_FULL_PERCENT: f64 = 90.0;
 /// On CPU, activations are the C heap beyond the counted tensors, which a library's own
 /// buffers move too (torch.profiler's added 7 MB to the demo's clean run, all of its
 /// "activations"): below this it is no reason to checkpoint.
@@ -73,9 +77,12 @@ pub fn advise(
     let on_gpu = last.allocator.is_some() || last.device.starts_with("cuda");
     if let Some(activations) = categories.activations {
         let share = percent(activations, categories.total());
-        if share > ACTIVATIONS_DOMINATE_PERCENT
-            && (on_gpu || activations >= CPU_ACTIVATIONS_MIN_BYTES)
-        {
+        let short = if on_gpu {
+            near_full(last, fragmentation)
+        } else {
+            activations >= CPU_ACTIVATIONS_MIN_BYTES
+        };
+        if share > ACTIVATIONS_DOMINATE_PERCENT && short {
             out.push(Advice::new(
                 AdviceKind::Checkpointing,
                 "activations_share_percent",
@@ -118,6 +125,22 @@ pub fn advise(
         ));
     }
     out
+}
+
+/// Whether a GPU run's peak reserved memory (the allocator verdict's, over the run, else
+/// the last record's) reached [`NEAR_FULL_PERCENT`] of the device's; false when the records
+/// do not give the device's memory.
+fn near_full(last: &MemoryRecord, fragmentation: Option<&Fragmentation>) -> bool {
+    let Some(allocator) = &last.allocator else {
+        return false;
+    };
+    let peak = fragmentation.map_or(
+        allocator.peak_reserved_bytes.max(allocator.reserved_bytes),
+        |f| f.peak_reserved_bytes,
+    );
+    allocator
+        .device_total_bytes
+        .is_some_and(|total| percent(peak, total) >= NEAR_FULL_PERCENT)
 }
 
 /// The counter that triggered allocator advice: the OOMs when there were any, else the
@@ -182,6 +205,8 @@ mod tests {
     use crate::analysis::report::allocator_verdict::fragmentation;
     use crate::model::memory::{AllocatorStats, Autocast, Categories};
 
+    /// The last record of a GPU run on a device of 110 bytes (so that reserving 100 is
+    /// near full).
     fn last(activations: u64, float32: u64, allocated: u64, reserved: u64) -> MemoryRecord {
         MemoryRecord {
             device: "cuda:0".into(),
@@ -199,6 +224,7 @@ mod tests {
             allocator: Some(AllocatorStats {
                 allocated_bytes: allocated,
                 reserved_bytes: reserved,
+                device_total_bytes: Some(110),
                 ..Default::default()
             }),
             autocast: Some(Autocast {
@@ -278,11 +304,22 @@ mod tests {
             kinds(&advice_for(&cpu(1 << 30))),
             [AdviceKind::Checkpointing]
         );
-        // On a GPU the share alone decides, as before.
-        assert_eq!(
-            kinds(&advice_for(&last(300, 50, 100, 100)))[0],
-            AdviceKind::Checkpointing
-        );
+    }
+
+    /// On a GPU, only a run near its device's limit is told to pay for checkpointing.
+    #[test]
+    fn on_a_gpu_checkpointing_needs_memory_near_full() {
+        let near = last(300, 50, 100, 100);
+        assert_eq!(kinds(&advice_for(&near)), [AdviceKind::Checkpointing]);
+        let mut far = near.clone();
+        far.allocator.as_mut().unwrap().device_total_bytes = Some(1000);
+        assert!(advice_for(&far).is_empty());
+        // The run's peak counts, not only the last record's reservation.
+        far.allocator.as_mut().unwrap().peak_reserved_bytes = 950;
+        assert_eq!(kinds(&advice_for(&far)), [AdviceKind::Checkpointing]);
+        let mut unknown = near;
+        unknown.allocator.as_mut().unwrap().device_total_bytes = None;
+        assert!(advice_for(&unknown).is_empty());
     }
 
     #[test]
