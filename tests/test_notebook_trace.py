@@ -344,9 +344,7 @@ def test_runtime_time_is_split_and_named_by_its_busiest_calls(tmp_path: Path) ->
     by_call: dict[str, float] = {}
     for e in events:
         if e.get("cat") in ("cuda_runtime", "cuda_driver"):
-            inside = sum(
-                max(0.0, min(e["ts"] + e["dur"], b) - max(e["ts"], a)) for a, b in steps
-            )
+            inside = sum(max(0.0, min(e["ts"] + e["dur"], b) - max(e["ts"], a)) for a, b in steps)
             by_call[e["name"]] = by_call.get(e["name"], 0.0) + inside
     busiest = max(by_call, key=by_call.__getitem__)
 

@@ -166,9 +166,8 @@ def test_of_two_ranks_the_slower_is_named_past_the_rule(
     10.5 % or more longer than the other. Kernels stretched 2x make rank 1 compute about
     13 % longer (stretched kernels overlap more): named; 1.3x, about 5 %: not."""
     job = rank_job(tmp_path / "job", shared_file(TRACES / SOURCE), 2, 1, stretch)
-    comparison = gpuscope.merge_rank_summaries(
-        [gpuscope.rank_summary(p) for p in job.iterdir()]
-    )["comparison"]
+    summaries = [gpuscope.rank_summary(p) for p in job.iterdir()]
+    comparison = gpuscope.merge_rank_summaries(summaries)["comparison"]
     ranks = {r["rank"]: r["compute_us"] for r in comparison["ranks"]}
     assert (ranks[1] >= 1.105 * ranks[0]) is named
     assert [s["rank"] for s in comparison["stragglers"]] == ([1] if named else [])

@@ -11,9 +11,9 @@ from gpuscope._types import EventData
 
 __all__ = [
     "MAX_HISTOGRAM_BINS",
+    "RUNTIME_PARTS",
     "RUN_DIR_VAR",
     "STEP_CATEGORIES",
-    "RUNTIME_PARTS",
     "BadInputError",
     "EventWriter",
     "GpuscopeError",
