@@ -350,9 +350,8 @@ def test_runtime_time_is_split_and_named_by_its_busiest_calls(tmp_path: Path) ->
 
     ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, [name]))
     overview = ta.get_step_overview()
-    parts = [f"runtime_{p} (us)" for p in gpuscope._native.RUNTIME_PARTS]
-    for total, split in zip(overview["runtime (us)"], overview[parts].sum(axis=1), strict=True):
-        assert split == pytest.approx(total, abs=0.01)
+    waiting = overview["runtime_waiting (us)"] / overview["duration (us)"]
+    assert (waiting > 0.3).all(), waiting
     verdicts = ta.get_step_verdicts().set_index("kind")
     assert "launch_overhead" not in verdicts.index
     assert verdicts.loc["host_waits", "call"] == busiest == "cudaMemcpyAsync"

@@ -41,10 +41,11 @@ __version__: str
 MAX_HISTOGRAM_BINS: int
 """The most equal-width buckets ``EventWriter.add_histogram`` writes (``bins=``)."""
 RUN_DIR_VAR: str
-STEP_CATEGORIES: list[str]
-RUNTIME_PARTS: list[str]
-"""The step overview's categories, in the order of its ``breakdown_us``."""
 """The environment variable through which ``gpuscope run`` names the run directory."""
+STEP_CATEGORIES: list[str]
+"""The step overview's categories, in the order of its ``breakdown_us``."""
+RUNTIME_PARTS: list[str]
+"""What the runtime column's calls did, in the order of a step's ``runtime_us``."""
 
 class GpuscopeError(Exception):
     """Base class of every error gpuscope raises."""

@@ -425,7 +425,8 @@ class TraceAnalysis:
                     columns[key].append(v[key])
         return frame(
             columns,
-            {"rank": "int64", "kind": "str", "percent": "float64", "call": "str", "advice": "str"},
+            # "call" keeps None where a verdict names no call (a str dtype would not).
+            {"rank": "int64", "kind": "str", "percent": "float64", "advice": "str"},
         )
 
     def get_gpu_gaps(self) -> pd.DataFrame:

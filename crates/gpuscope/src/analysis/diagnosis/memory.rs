@@ -13,7 +13,7 @@ use crate::analysis::report::RunReport;
 use crate::analysis::snapshot::sites::SiteBytes;
 use crate::model::units::human_bytes;
 
-/// Reserved memory at the peak above this share of the device is medium: one larger batch
+/// Reserved memory at the peak at this share of the device or more is medium: one larger batch
 /// or sequence from an out-of-memory error (the same line as the checkpointing advice's).
 pub const NEAR_FULL_SHARE: f64 = NEAR_FULL_PERCENT / 100.0;
 /// A figure whose spread between ranks exceeds this many percent is a low finding.

@@ -217,7 +217,12 @@ fn next_for(kind: VerdictKind, rank: &RankReport) -> &'static str {
              in the step"
         }
         VerdictKind::GpuStarved => "remove .item()/.cpu()/print of tensors from the step",
-        VerdictKind::LaunchOverhead if rank.graph_replays.is_some() => {
+        VerdictKind::LaunchOverhead
+            if rank
+                .steps
+                .as_ref()
+                .is_some_and(|s| s.mean.graph_replay_us > 0.0) =>
+        {
             "fewer graph breaks: torch._dynamo.explain(model)(*inputs) lists them"
         }
         VerdictKind::LaunchOverhead => {

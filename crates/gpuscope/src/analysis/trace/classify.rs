@@ -51,7 +51,7 @@ pub enum Call {
     DeviceSync,
     /// Waits for the work on one stream, or up to one event.
     StreamSync,
-    /// Copies, returning when the copy is done.
+    /// Copies or sets memory, returning when done.
     Copy,
     /// Allocates or frees device or pinned host memory, or maps it (`cudaFree` waits for
     /// the device first).
@@ -275,16 +275,18 @@ pub const RULES: &[Rule] = &[
             "cudaMemcpyPeer",
             "cudaMemcpyToSymbol",
             "cudaMemcpyFromSymbol",
+            "cudaMemset",
             "hipMemcpy",
+            "hipMemset",
         ],
     },
     // Memory management: cudaMalloc, cudaFree and cudaHostAlloc (the caching allocator and
     // pinned memory, in the shared AlexNet and cupti_profiler_counters traces), the
-    // runtime's other allocation
-    // calls (cuda_runtime_api.h), HIP's. The driver's by prefix for CUPTI's versioned names
-    // (`cuMemAlloc_v2`), with the virtual-memory calls of PyTorch's expandable segments
-    // (c10's CUDACachingAllocator: cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap,
-    // cuMemRelease, cuMemAddressReserve).
+    // runtime's other allocation calls (cuda_runtime_api.h; cudaMallocAsync and
+    // cudaFreeAsync for PyTorch's `backend:cudaMallocAsync`), HIP's. The driver's by prefix
+    // for CUPTI's versioned names (`cuMemAlloc_v2`), with the virtual-memory calls of
+    // PyTorch's expandable segments (c10's CUDACachingAllocator: cuMemCreate, cuMemMap,
+    // cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressReserve).
     Rule {
         class: C(Call::Allocation),
         how: Match::Exact,
@@ -295,12 +297,16 @@ pub const RULES: &[Rule] = &[
             "cudaFreeHost",
             "cudaHostAlloc",
             "cudaMallocManaged",
+            "cudaMallocAsync",
+            "cudaFreeAsync",
             "cudaHostRegister",
             "cudaHostUnregister",
             "hipMalloc",
             "hipFree",
             "hipHostMalloc",
             "hipHostFree",
+            "hipMallocAsync",
+            "hipFreeAsync",
         ],
     },
     Rule {
@@ -351,6 +357,15 @@ impl KernelType {
             })
             .unwrap_or(KernelType::Computation)
     }
+}
+
+/// Whether the launch of the copy Kineto names `name` returns at once: the copy is between
+/// device memories (`Memcpy DtoD (Device -> Device)`) or with pinned host memory (`Memcpy
+/// HtoD (Pinned -> Device)`). With pageable host memory (`(Pageable -> Device)`, `(Device
+/// -> Pageable)`: `.item()`, `.cpu()`) or host memory of unknown kind (ROCm's `(Host ->
+/// Device)`), the call returns only when the copy is done.
+pub fn copy_launch_returns_at_once(copy: &str) -> bool {
+    copy.contains("(Device -> Device)") || copy.contains("Pinned")
 }
 
 impl Call {

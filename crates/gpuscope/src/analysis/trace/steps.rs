@@ -9,10 +9,10 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::classify::{Call, KernelType};
+use super::classify::{copy_launch_returns_at_once, Call, KernelType};
 use super::graphs::Replays;
 use super::intervals::{intersection, length, merge, Interval};
-use crate::model::trace::{Kind, Trace};
+use crate::model::trace::{Kind, Trace, NONE};
 use crate::model::words::words;
 
 /// The share of a step the CPU spends in the data loader from which the input pipeline is
@@ -20,7 +20,7 @@ use crate::model::words::words;
 pub const DATALOADER_PERCENT: f64 = 10.0;
 /// The share of a step with no GPU work from which the GPU is said to be starved.
 pub const GPU_IDLE_PERCENT: f64 = 30.0;
-/// The share of a step in CUDA runtime calls from which launch overhead is named.
+/// The share of a step in CUDA runtime calls from which a verdict names what they did.
 pub const RUNTIME_PERCENT: f64 = 10.0;
 /// The share of a step in copies and memsets from which data movement is named.
 pub const MEMORY_PERCENT: f64 = 10.0;
@@ -54,14 +54,14 @@ words! {
 words! {
     /// What the CUDA runtime and driver calls of the runtime column did, in the order an
     /// instant goes to them when calls on several threads overlap.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub enum RuntimePart {
-        /// Waiting for the GPU or a copy: synchronisation, and copies (which return when
-        /// done from pageable memory or to the host).
+        /// Waiting for the GPU or a copy: synchronisation, and copies that return when
+        /// done (with pageable host memory, or host memory of unknown kind).
         Waiting = "waiting",
         /// Allocating, freeing or mapping memory.
         Memory = "memory",
-        /// Launching kernels, memsets and graphs.
+        /// Launching kernels, memsets, graphs, and copies that return at once.
         Launching = "launching",
         /// Any other call (stream creation, device queries, event records).
         Other = "other",
@@ -69,7 +69,8 @@ words! {
 }
 
 impl RuntimePart {
-    /// The part a call that does `call` belongs to.
+    /// The part a call that does `call` belongs to, as far as its name tells: a copy
+    /// launch waits unless its copy says otherwise ([`runtime_parts`]).
     pub fn of(call: Option<Call>) -> RuntimePart {
         match call {
             Some(Call::DeviceSync | Call::StreamSync | Call::Copy | Call::CopyLaunch) => {
@@ -136,12 +137,14 @@ impl Step {
 
     /// The part of the runtime column that took the most of it, and its share of the
     /// step, percent; `None` without runtime time.
+    /// Of equal parts, the first in precedence order.
     pub fn largest_runtime_part(&self) -> Option<(RuntimePart, f64)> {
         RuntimePart::ALL
             .iter()
             .copied()
             .zip(&self.runtime_us)
             .filter(|(_, us)| **us > 0.0)
+            .rev()
             .max_by(|a, b| a.1.total_cmp(b.1))
             .map(|(part, us)| (part, us * 100.0 / self.duration_us))
     }
@@ -241,7 +244,8 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
         return None;
     }
     windows.sort_unstable();
-    let slots = slots(trace);
+    let parts = runtime_parts(trace);
+    let slots = slots(trace, &parts);
     let replayed = merge(
         Replays::of(trace)
             .work
@@ -298,7 +302,7 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
             .map(|p| steps.iter().map(|s| s.runtime_us[p]).sum::<f64>() / n)
             .collect(),
     };
-    let calls = runtime_calls(trace, &windows);
+    let calls = runtime_calls(trace, &windows, &parts);
     let verdicts = verdicts(&mean, trace.has_gpu_work(), &calls);
     Some(StepOverview {
         steps,
@@ -313,6 +317,10 @@ const RUNTIME: usize = Category::Runtime as usize;
 /// The slot of an instant of `category` (of `part`, for runtime): the categories in
 /// precedence order, the runtime one taking one slot per [`RuntimePart`].
 fn slot_of(category: Category, part: RuntimePart) -> usize {
+    debug_assert!(
+        category != Category::Other,
+        "\"other\" is what no slot holds"
+    );
     match category as usize {
         c if c < RUNTIME => c,
         RUNTIME => RUNTIME + part as usize,
@@ -320,12 +328,44 @@ fn slot_of(category: Category, part: RuntimePart) -> usize {
     }
 }
 
+/// The part of each runtime or driver call of `trace`, as (event, part): what its name
+/// says, but a copy launch by its copy, launching when the copy lets the call return at
+/// once (`copy_launch_returns_at_once`), else waiting (also when the trace lacks its copy).
+fn runtime_parts(trace: &Trace) -> Vec<(usize, RuntimePart)> {
+    let e = &trace.events;
+    let copies: FxHashMap<i64, u32> = (0..e.len())
+        .filter(|&i| e.kind[i] == Kind::Memcpy && e.correlation[i] != NONE)
+        .map(|i| (e.correlation[i], e.name[i]))
+        .collect();
+    // What each name says, worked out once per name: the events are many, the names few.
+    let mut calls: Vec<Option<Option<Call>>> = vec![None; trace.names.len()];
+    (0..e.len())
+        .filter(|&i| matches!(e.kind[i], Kind::Runtime | Kind::Driver))
+        .map(|i| {
+            let name = e.name[i];
+            let call = *calls[name as usize].get_or_insert_with(|| Call::of(trace.names.get(name)));
+            let part = match (call, copies.get(&e.correlation[i])) {
+                (Some(Call::CopyLaunch), Some(&copy))
+                    if copy_launch_returns_at_once(trace.names.get(copy)) =>
+                {
+                    RuntimePart::Launching
+                }
+                (call, _) => RuntimePart::of(call),
+            };
+            (i, part)
+        })
+        .collect()
+}
+
 /// The busy intervals of each category but "other", in precedence order, the runtime
-/// category's split into its parts ([`slot_of`]).
-fn slots(trace: &Trace) -> Vec<Vec<Interval>> {
+/// category's split into its parts ([`slot_of`]) as `parts` gives them.
+fn slots(trace: &Trace, parts: &[(usize, RuntimePart)]) -> Vec<Vec<Interval>> {
     let e = &trace.events;
     let mut slots: Vec<Vec<Interval>> =
         vec![Vec::new(); Category::ALL.len() - 2 + RuntimePart::ALL.len()];
+    for &(i, part) in parts {
+        slots[slot_of(Category::Runtime, part)].push((e.ts[i], e.end(i)));
+    }
     // What each name says, worked out once per name: the events are many, the names few.
     let mut said: Vec<Option<Said>> = vec![None; trace.names.len()];
     for i in 0..e.len() {
@@ -336,7 +376,6 @@ fn slots(trace: &Trace) -> Vec<Vec<Interval>> {
             Kind::Kernel => Category::Kernel,
             Kind::Memcpy => Category::Memcpy,
             Kind::Memset => Category::Memset,
-            Kind::Runtime | Kind::Driver => Category::Runtime,
             _ if said.step => continue,
             Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction if said.dataloader => {
                 Category::Dataloader
@@ -344,39 +383,31 @@ fn slots(trace: &Trace) -> Vec<Vec<Interval>> {
             Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction => Category::CpuExec,
             _ => continue,
         };
-        slots[slot_of(class, said.runtime)].push((e.ts[i], e.end(i)));
+        slots[slot_of(class, RuntimePart::Other)].push((e.ts[i], e.end(i)));
     }
     slots.into_iter().map(merge).collect()
 }
 
-/// Each runtime call's name, its part and its µs inside the step `windows` (sorted by
-/// start), most first.
-fn runtime_calls(trace: &Trace, windows: &[(i64, i64, u32)]) -> Vec<(String, RuntimePart, f64)> {
+/// Each runtime call's name with its part, and its own µs inside the step `windows`, most
+/// first.
+fn runtime_calls(
+    trace: &Trace,
+    windows: &[(i64, i64, u32)],
+    parts: &[(usize, RuntimePart)],
+) -> Vec<(String, RuntimePart, f64)> {
     let e = &trace.events;
-    let mut by_name: FxHashMap<u32, i64> = FxHashMap::default();
-    for i in 0..e.len() {
-        if !matches!(e.kind[i], Kind::Runtime | Kind::Driver) {
-            continue;
-        }
+    let steps = merge(windows.iter().map(|w| (w.0, w.1)).collect());
+    let mut by_call: FxHashMap<(u32, RuntimePart), i64> = FxHashMap::default();
+    for &(i, part) in parts {
         let (ts, end) = (e.ts[i], e.end(i));
-        let at = windows.partition_point(|w| w.0 <= ts);
-        if let Some(&(start, stop, _)) = at.checked_sub(1).map(|w| &windows[w]) {
-            let inside = end.min(stop) - ts.max(start);
-            if inside > 0 {
-                *by_name.entry(e.name[i]).or_default() += inside;
-            }
+        let inside = length(&clip(&steps, ts, end));
+        if inside > 0 {
+            *by_call.entry((e.name[i], part)).or_default() += inside;
         }
     }
-    let mut calls: Vec<(String, RuntimePart, f64)> = by_name
+    let mut calls: Vec<(String, RuntimePart, f64)> = by_call
         .into_iter()
-        .map(|(name, ns)| {
-            let name = trace.names.get(name);
-            (
-                name.to_owned(),
-                RuntimePart::of(Call::of(name)),
-                ns as f64 / 1000.0,
-            )
-        })
+        .map(|((name, part), ns)| (trace.names.get(name).to_owned(), part, ns as f64 / 1000.0))
         .collect();
     calls.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
     calls
@@ -391,8 +422,6 @@ struct Said {
     dataloader: bool,
     /// Communication, when it names a kernel.
     communication: bool,
-    /// The runtime part, when it names a runtime or driver call.
-    runtime: RuntimePart,
 }
 
 impl Said {
@@ -401,7 +430,6 @@ impl Said {
             step: name.starts_with("ProfilerStep#"),
             dataloader: name.contains("DataLoader"),
             communication: KernelType::of(name) == KernelType::Communication,
-            runtime: RuntimePart::of(Call::of(name)),
         }
     }
 }
@@ -526,7 +554,17 @@ fn runtime_verdict(
             RuntimePart::Other => "in other calls",
         }
     );
+    let graph_launch = call
+        .as_deref()
+        .is_some_and(|c| Call::of(c) == Some(Call::GraphLaunch));
     let (kind, advice) = match part {
+        RuntimePart::Launching if graph_launch => (
+            VerdictKind::LaunchOverhead,
+            format!(
+                "{head}: each CUDA graph replay is a launch of its own — fewer, larger \
+                 graphs (more of the step captured in each)"
+            ),
+        ),
         RuntimePart::Launching if mean.graph_replay_us > 0.0 => (
             VerdictKind::LaunchOverhead,
             format!(
@@ -623,6 +661,46 @@ mod tests {
         assert!((v.percent - 50.0).abs() < 1e-9, "{}", v.percent);
     }
 
+    /// Two steps, each with `call` (correlation 1 in the first, 2 in the second) and
+    /// `work` (GPU work, same correlations) at 900–1,000 ns.
+    fn with_work(call: &'static str, work: (Kind, &'static str)) -> StepOverview {
+        let mut events = Vec::new();
+        for (n, start, c) in [("ProfilerStep#1", 0, 1), ("ProfilerStep#2", 1000, 2)] {
+            events.push((Kind::UserAnnotation, n, start, 1000, 1, NONE));
+            events.push((Kind::Runtime, call, start, 300, 1, c));
+            events.push((work.0, work.1, start + 900, 100, 1, c));
+        }
+        step_overview(&trace(&events)).unwrap()
+    }
+
+    #[test]
+    fn a_copy_launch_waits_only_for_a_copy_that_makes_it() {
+        for (copy, kind) in [
+            ("Memcpy DtoH (Device -> Pageable)", VerdictKind::HostWaits),
+            ("Memcpy HtoD (Pageable -> Device)", VerdictKind::HostWaits),
+            ("Memcpy HtoD (Host -> Device)", VerdictKind::HostWaits),
+            (
+                "Memcpy HtoD (Pinned -> Device)",
+                VerdictKind::LaunchOverhead,
+            ),
+            (
+                "Memcpy DtoD (Device -> Device)",
+                VerdictKind::LaunchOverhead,
+            ),
+        ] {
+            let o = with_work("cudaMemcpyAsync", (Kind::Memcpy, copy));
+            assert_eq!(runtime_verdict(&o).kind, kind, "{copy}");
+        }
+    }
+
+    #[test]
+    fn graph_launches_that_take_the_time_are_named_as_such() {
+        let o = with_work("cudaGraphLaunch", (Kind::Kernel, "k"));
+        let v = runtime_verdict(&o);
+        assert_eq!(v.kind, VerdictKind::LaunchOverhead);
+        assert!(v.advice.contains("fewer, larger graphs"), "{}", v.advice);
+    }
+
     #[test]
     fn each_part_names_its_verdict() {
         for (call, kind) in [
@@ -638,7 +716,13 @@ mod tests {
         }
         // Under 10 % of the step, no verdict on runtime calls.
         let o = steps(&[("cudaLaunchKernel", 0, 90, 1)]);
-        assert!(o.verdicts.iter().all(|v| v.call.is_none()));
+        assert!(o.verdicts.iter().all(|v| !matches!(
+            v.kind,
+            VerdictKind::LaunchOverhead
+                | VerdictKind::HostWaits
+                | VerdictKind::AllocatorCalls
+                | VerdictKind::RuntimeCalls
+        )));
     }
 
     #[test]
