@@ -127,20 +127,16 @@ pub fn advise(
     out
 }
 
-/// Whether a GPU run's peak reserved memory (the allocator verdict's, over the run, else
-/// the last record's) reached [`NEAR_FULL_PERCENT`] of the device's; false when the records
-/// do not give the device's memory.
+/// Whether a GPU run's peak reserved memory over the run (the allocator verdict's, which
+/// a run whose last record has allocator figures always has) reached
+/// [`NEAR_FULL_PERCENT`] of the device's; false when the records do not give the device's
+/// memory.
 fn near_full(last: &MemoryRecord, fragmentation: Option<&Fragmentation>) -> bool {
-    let Some(allocator) = &last.allocator else {
-        return false;
-    };
-    let peak = fragmentation.map_or(
-        allocator.peak_reserved_bytes.max(allocator.reserved_bytes),
-        |f| f.peak_reserved_bytes,
-    );
-    allocator
-        .device_total_bytes
-        .is_some_and(|total| percent(peak, total) >= NEAR_FULL_PERCENT)
+    let total = last.allocator.as_ref().and_then(|a| a.device_total_bytes);
+    match (fragmentation, total) {
+        (Some(f), Some(total)) => percent(f.peak_reserved_bytes, total) >= NEAR_FULL_PERCENT,
+        _ => false,
+    }
 }
 
 /// The counter that triggered allocator advice: the OOMs when there were any, else the

@@ -135,9 +135,9 @@ impl Step {
         }
     }
 
-    /// The part of the runtime column that took the most of it, and its share of the
-    /// step, percent; `None` without runtime time.
-    /// Of equal parts, the first in precedence order.
+    /// The part of the runtime column that took the most of it (of equal parts, the first
+    /// in precedence order), and its share of the step, percent; `None` without runtime
+    /// time.
     pub fn largest_runtime_part(&self) -> Option<(RuntimePart, f64)> {
         RuntimePart::ALL
             .iter()
@@ -302,8 +302,8 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
             .map(|p| steps.iter().map(|s| s.runtime_us[p]).sum::<f64>() / n)
             .collect(),
     };
-    let calls = runtime_calls(trace, &windows, &parts);
-    let verdicts = verdicts(&mean, trace.has_gpu_work(), &calls);
+    let busiest = busiest_calls(trace, &windows, &parts);
+    let verdicts = verdicts(&mean, trace.has_gpu_work(), &busiest);
     Some(StepOverview {
         steps,
         mean,
@@ -388,29 +388,35 @@ fn slots(trace: &Trace, parts: &[(usize, RuntimePart)]) -> Vec<Vec<Interval>> {
     slots.into_iter().map(merge).collect()
 }
 
-/// Each runtime call's name with its part, and its own µs inside the step `windows`, most
-/// first.
-fn runtime_calls(
+/// Per runtime part ([`RuntimePart::ALL`] order), the call with the most time of its own
+/// inside the step `windows` (of equal times, the first name); `None` for a part no call
+/// took time in.
+fn busiest_calls(
     trace: &Trace,
     windows: &[(i64, i64, u32)],
     parts: &[(usize, RuntimePart)],
-) -> Vec<(String, RuntimePart, f64)> {
+) -> Vec<Option<String>> {
     let e = &trace.events;
     let steps = merge(windows.iter().map(|w| (w.0, w.1)).collect());
     let mut by_call: FxHashMap<(u32, RuntimePart), i64> = FxHashMap::default();
     for &(i, part) in parts {
-        let (ts, end) = (e.ts[i], e.end(i));
-        let inside = length(&clip(&steps, ts, end));
+        let inside = length(&clip(&steps, e.ts[i], e.end(i)));
         if inside > 0 {
             *by_call.entry((e.name[i], part)).or_default() += inside;
         }
     }
-    let mut calls: Vec<(String, RuntimePart, f64)> = by_call
+    let mut busiest: Vec<Option<(i64, &str)>> = vec![None; RuntimePart::ALL.len()];
+    for ((name, part), ns) in by_call {
+        let name = trace.names.get(name);
+        let best = &mut busiest[part as usize];
+        if best.is_none_or(|(most, first)| ns > most || (ns == most && name < first)) {
+            *best = Some((ns, name));
+        }
+    }
+    busiest
         .into_iter()
-        .map(|((name, part), ns)| (trace.names.get(name).to_owned(), part, ns as f64 / 1000.0))
-        .collect();
-    calls.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
-    calls
+        .map(|b| b.map(|(_, name)| name.to_owned()))
+        .collect()
 }
 
 /// What an event's name tells the step overview.
@@ -446,9 +452,9 @@ fn clip(intervals: &[Interval], start: i64, end: i64) -> Vec<Interval> {
 
 type Threshold = (VerdictKind, f64, f64, fn(f64) -> String);
 
-/// The verdicts on the mean step; those about the GPU only when there is one. `calls`:
-/// the runtime calls, most time first.
-fn verdicts(mean: &Step, gpu: bool, calls: &[(String, RuntimePart, f64)]) -> Vec<Verdict> {
+/// The verdicts on the mean step; those about the GPU only when there is one. `busiest`:
+/// the busiest runtime call of each part ([`busiest_calls`]).
+fn verdicts(mean: &Step, gpu: bool, busiest: &[Option<String>]) -> Vec<Verdict> {
     let mut out = Vec::new();
     let dataloader = mean.dataloader_cpu_percent();
     let idle = mean.gpu_idle_percent();
@@ -494,7 +500,7 @@ fn verdicts(mean: &Step, gpu: bool, calls: &[(String, RuntimePart, f64)]) -> Vec
     }
     let runtime = mean.percent(Category::Runtime);
     if runtime >= RUNTIME_PERCENT {
-        out.extend(runtime_verdict(mean, runtime, calls));
+        out.extend(runtime_verdict(mean, runtime, busiest));
     }
     let thresholds: [Threshold; 2] = [
         (
@@ -535,13 +541,9 @@ fn verdicts(mean: &Step, gpu: bool, calls: &[(String, RuntimePart, f64)]) -> Vec
 
 /// The verdict on runtime calls taking `runtime` percent of the mean step, named by the
 /// part of them that takes the most, with that part's busiest call.
-fn runtime_verdict(
-    mean: &Step,
-    runtime: f64,
-    calls: &[(String, RuntimePart, f64)],
-) -> Option<Verdict> {
+fn runtime_verdict(mean: &Step, runtime: f64, busiest: &[Option<String>]) -> Option<Verdict> {
     let (part, share) = mean.largest_runtime_part()?;
-    let call = calls.iter().find(|c| c.1 == part).map(|c| c.0.clone());
+    let call = busiest[part as usize].clone();
     let most = call
         .as_deref()
         .map_or(String::new(), |c| format!(", {c} the most"));
@@ -615,27 +617,46 @@ fn runtime_verdict(
 mod tests {
     use super::*;
     use crate::model::trace::test_traces::trace;
-    use crate::model::trace::NONE;
 
-    /// Two 1,000 ns steps, each with `calls` (name, offset, duration, thread) and a kernel
-    /// at 900–1,000 ns.
-    fn steps(calls: &[(&'static str, i64, i64, i64)]) -> StepOverview {
+    type Event = (Kind, &'static str, i64, i64, i64, i64);
+
+    /// Two 1,000 ns steps, each with the events `each` gives for its start (ns) and its
+    /// correlation id (1, then 2).
+    fn two_steps(each: impl Fn(i64, i64) -> Vec<Event>) -> StepOverview {
         let mut events = Vec::new();
-        for (n, start) in [("ProfilerStep#1", 0), ("ProfilerStep#2", 1000)] {
+        for (n, start, c) in [("ProfilerStep#1", 0, 1), ("ProfilerStep#2", 1000, 2)] {
             events.push((Kind::UserAnnotation, n, start, 1000, 1, NONE));
-            for &(name, at, dur, tid) in calls {
-                events.push((Kind::Runtime, name, start + at, dur, tid, NONE));
-            }
-            events.push((Kind::Kernel, "k", start + 900, 100, 1, NONE));
+            events.extend(each(start, c));
         }
         step_overview(&trace(&events)).unwrap()
     }
 
-    fn runtime_verdict(o: &StepOverview) -> &Verdict {
-        o.verdicts
-            .iter()
-            .find(|v| v.advice.starts_with("CUDA runtime calls"))
-            .unwrap()
+    /// Two steps, each with `calls` (name, offset, duration, thread) and a kernel at
+    /// 900–1,000 ns.
+    fn steps(calls: &[(&'static str, i64, i64, i64)]) -> StepOverview {
+        two_steps(|start, _| {
+            let mut events: Vec<Event> = calls
+                .iter()
+                .map(|&(name, at, dur, tid)| (Kind::Runtime, name, start + at, dur, tid, NONE))
+                .collect();
+            events.push((Kind::Kernel, "k", start + 900, 100, 1, NONE));
+            events
+        })
+    }
+
+    /// The verdict on runtime calls.
+    fn on_runtime(o: &StepOverview) -> &Verdict {
+        o.verdicts.iter().find(|v| is_on_runtime(v.kind)).unwrap()
+    }
+
+    fn is_on_runtime(kind: VerdictKind) -> bool {
+        matches!(
+            kind,
+            VerdictKind::LaunchOverhead
+                | VerdictKind::HostWaits
+                | VerdictKind::AllocatorCalls
+                | VerdictKind::RuntimeCalls
+        )
     }
 
     #[test]
@@ -655,22 +676,21 @@ mod tests {
             m.runtime_us.iter().sum::<f64>(),
             m.breakdown_us[Category::Runtime as usize]
         );
-        let v = runtime_verdict(&o);
+        let v = on_runtime(&o);
         assert_eq!(v.kind, VerdictKind::AllocatorCalls);
         assert_eq!(v.call.as_deref(), Some("cudaFree"));
         assert!((v.percent - 50.0).abs() < 1e-9, "{}", v.percent);
     }
 
-    /// Two steps, each with `call` (correlation 1 in the first, 2 in the second) and
-    /// `work` (GPU work, same correlations) at 900–1,000 ns.
+    /// Two steps, each with `call` at 0–300 ns and `work` (GPU work of the same
+    /// correlation) at 900–1,000 ns.
     fn with_work(call: &'static str, work: (Kind, &'static str)) -> StepOverview {
-        let mut events = Vec::new();
-        for (n, start, c) in [("ProfilerStep#1", 0, 1), ("ProfilerStep#2", 1000, 2)] {
-            events.push((Kind::UserAnnotation, n, start, 1000, 1, NONE));
-            events.push((Kind::Runtime, call, start, 300, 1, c));
-            events.push((work.0, work.1, start + 900, 100, 1, c));
-        }
-        step_overview(&trace(&events)).unwrap()
+        two_steps(|start, c| {
+            vec![
+                (Kind::Runtime, call, start, 300, 1, c),
+                (work.0, work.1, start + 900, 100, 1, c),
+            ]
+        })
     }
 
     #[test]
@@ -689,14 +709,14 @@ mod tests {
             ),
         ] {
             let o = with_work("cudaMemcpyAsync", (Kind::Memcpy, copy));
-            assert_eq!(runtime_verdict(&o).kind, kind, "{copy}");
+            assert_eq!(on_runtime(&o).kind, kind, "{copy}");
         }
     }
 
     #[test]
     fn graph_launches_that_take_the_time_are_named_as_such() {
         let o = with_work("cudaGraphLaunch", (Kind::Kernel, "k"));
-        let v = runtime_verdict(&o);
+        let v = on_runtime(&o);
         assert_eq!(v.kind, VerdictKind::LaunchOverhead);
         assert!(v.advice.contains("fewer, larger graphs"), "{}", v.advice);
     }
@@ -710,39 +730,25 @@ mod tests {
             ("cuMemUnmap", VerdictKind::AllocatorCalls),
             ("cudaGetDeviceProperties", VerdictKind::RuntimeCalls),
         ] {
-            let v = runtime_verdict(&steps(&[(call, 0, 200, 1)])).clone();
+            let v = on_runtime(&steps(&[(call, 0, 200, 1)])).clone();
             assert_eq!((v.kind, v.call.as_deref()), (kind, Some(call)));
             assert!(v.advice.contains(call), "{}", v.advice);
         }
         // Under 10 % of the step, no verdict on runtime calls.
         let o = steps(&[("cudaLaunchKernel", 0, 90, 1)]);
-        assert!(o.verdicts.iter().all(|v| !matches!(
-            v.kind,
-            VerdictKind::LaunchOverhead
-                | VerdictKind::HostWaits
-                | VerdictKind::AllocatorCalls
-                | VerdictKind::RuntimeCalls
-        )));
+        assert!(o.verdicts.iter().all(|v| !is_on_runtime(v.kind)));
     }
 
     #[test]
     fn launches_beside_graph_replays_are_those_outside_the_graphs() {
-        let mut events = Vec::new();
-        for (n, start) in [("ProfilerStep#1", 0), ("ProfilerStep#2", 1000)] {
-            events.push((Kind::UserAnnotation, n, start, 1000, 1, NONE));
-            events.push((Kind::Runtime, "cudaLaunchKernel", start, 300, 1, NONE));
-            events.push((
-                Kind::Runtime,
-                "cudaGraphLaunch",
-                start + 300,
-                10,
-                1,
-                start + 1,
-            ));
-            events.push((Kind::Kernel, "k", start + 900, 100, 1, start + 1));
-        }
-        let o = step_overview(&trace(&events)).unwrap();
-        let v = runtime_verdict(&o);
+        let o = two_steps(|start, c| {
+            vec![
+                (Kind::Runtime, "cudaLaunchKernel", start, 300, 1, NONE),
+                (Kind::Runtime, "cudaGraphLaunch", start + 300, 10, 1, c),
+                (Kind::Kernel, "k", start + 900, 100, 1, c),
+            ]
+        });
+        let v = on_runtime(&o);
         assert_eq!(v.kind, VerdictKind::LaunchOverhead);
         assert!(
             v.advice.contains("already replays CUDA graphs"),

@@ -101,7 +101,7 @@ pub struct Loaded {
 /// the rank in the file's name: `rank2` before `rank10`), then by path; fails when there
 /// are none.
 pub fn trace_files(path: &Path) -> Result<Vec<Listed>> {
-    let mut files: Vec<(PathBuf, u64)> = walkdir::WalkDir::new(path)
+    let mut files: Vec<Listed> = walkdir::WalkDir::new(path)
         .max_depth(2)
         .follow_links(true)
         .into_iter()
