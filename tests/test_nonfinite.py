@@ -724,6 +724,59 @@ def test_streaks_are_numbered_reported_once_and_listed(tmp_path: Path) -> None:
         assert f"profiles/nonfinite.iter{s}.txt" in section
 
 
+def expected_events(
+    iterations: int, every: int, bad: set[int], zero_touch: bool
+) -> list[tuple[int, int]]:
+    """(iteration, streak) of the events a run should write, worked out from the README's
+    rule: a record (iterations divisible by ``every``) reports the first non-finite check
+    since the previous record; an explicit ``check_finite`` on a recording iteration is
+    read at once, after those, while the zero-touch check (made by ``step()``) is one of
+    them. ``close()`` reports the first one after the last record. A streak counts the
+    consecutive non-finite iterations ending at that one, across records."""
+    events, since = [], []
+    for it in range(iterations):
+        if it % every == 0 and not zero_touch:
+            events += [i for i in since if i in bad][:1] + ([it] if it in bad else [])
+            since = []
+            continue
+        since.append(it)
+        if it % every == 0:
+            events += [i for i in since if i in bad][:1]
+            since = []
+    events += [i for i in since if i in bad][:1]
+
+    def streak(it: int) -> int:
+        return next(k for k in range(it + 1) if it - k not in bad)
+
+    return [(it, streak(it)) for it in events]
+
+
+@pytest.mark.parametrize("zero_touch", [False, True])
+def test_streaks_carry_across_records_and_delayed_checks(tmp_path: Path, zero_touch: bool) -> None:
+    """every=3, a logged component ("probe", no gradient) NaN at iterations 2–5 and 8, so
+    the model stays finite and steps. With the explicit check and zero-touch (the
+    optimizer-step hook, then ``step()``)."""
+    bad = {2, 3, 4, 5, 8}
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    scope = gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=3)
+    with scope, gpuscope_warnings():
+        for it, (x, y) in enumerate(regression_batches(11, set())):
+            opt.zero_grad()
+            parts = {"mse": (model(x) - y).pow(2).mean()}
+            parts["mse"].backward()
+            parts["probe"] = torch.tensor(math.nan if it in bad else 1.0)
+            if not zero_touch:
+                assert scope.check_finite(it, losses=parts) is True  # "continue"
+            opt.step()
+            scope.step(it, losses=parts)
+    events = [(e["iteration"], e["streak"]) for e in nonfinite_events(tmp_path)]
+    assert events == expected_events(11, 3, bad, zero_touch)
+    # Iteration 4's streak counts 2 and 3, which an earlier record read.
+    assert (4, 3) in events
+
+
 def test_report_lists_a_run_that_stopped_at_its_first_iteration(tmp_path: Path) -> None:
     """NaN in the very first batch (bad data, a broken initialisation) under "raise": the
     event is in nonfinite.jsonl, and `gpuscope report` should list it."""

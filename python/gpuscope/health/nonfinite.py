@@ -56,9 +56,10 @@ class NonfiniteError(RuntimeError):
 
 
 def _scalar(value: Any) -> torch.Tensor | float:
-    """A loss value kept without a device sync: a detached 0-d tensor, or a float."""
+    """A loss value kept without a device sync: a 0-d tensor (the check stacks it under
+    ``no_grad``, so no graph is kept), or a float."""
     if isinstance(value, torch.Tensor):
-        return value.detach().reshape(())
+        return value if value.dim() == 0 else value.reshape(())
     return float(value)
 
 
@@ -69,12 +70,17 @@ def _history_dtype(device: torch.device) -> torch.dtype:
 
 
 class _Interval:
-    """What the checks since the last record found, kept in tensors on one device so
-    that no check reads a value: whether and where the first non-finite check was, its
-    streak, its per-parameter gradient norms and its global norm; and the losses of the
-    last ``history + 1`` checks in a ring buffer (one fixed allocation), which stops
-    taking rows at the first non-finite check so that its history is kept until the
-    record reads it."""
+    """What the checks since the last read found, kept in tensors on one device so that
+    no check reads a value: how many were non-finite, how many went into the ring before
+    it froze (the first non-finite one is the last of those), the last finite one (for
+    the streak), the first non-finite one's per-parameter gradient norms; and the losses
+    of the last ``history + 1`` checks in a ring buffer (one fixed allocation), which
+    stops taking rows at the first non-finite check so that its history is kept until
+    the read. A check is a fixed dozen small operations, whatever the model.
+
+    Checks are numbered from 0 over the interval's life (``checks`` counts them on the
+    host: a row's slot needs no read); ``carried`` is the streak of non-finite checks
+    that ended the interval before this one."""
 
     def __init__(
         self,
@@ -82,7 +88,7 @@ class _Interval:
         components: tuple[str, ...],
         parameters: tuple[str, ...],
         history: int,
-        run: torch.Tensor | None,
+        carried: int = 0,
     ) -> None:
         self.device = device
         self.components = components
@@ -93,16 +99,19 @@ class _Interval:
         self.ring = torch.full(
             (self.rows, 1 + len(components)), math.nan, dtype=dtype, device=device
         )
-        self.checks = 0  # rows offered to the ring (host count: the slot needs no read)
+        self._slots = self.ring.unbind(0)  # a view per row, made once
+        self.checks = 0
         self.valid_from = 0  # the first check whose row is in the ring
-        self.first = torch.full((), -1, dtype=torch.int64, device=device)
-        self.bad = torch.zeros((), dtype=torch.int64, device=device)
-        zero = torch.zeros((), dtype=torch.int64, device=device)
-        self.run = run.to(device) if run is not None else zero  # consecutive non-finite checks
-        self.first_run = zero.clone()
-        self.first_norms = torch.zeros(len(parameters), dtype=torch.float32, device=device)
         self.since_read = 0  # checks since the last read
+        self.read_at = 0  # the first check after the last read
+        self.last_finite_read = -1 - carried  # the last finite check as of the last read
+        self.trailing = carried  # the streak of non-finite checks as of the last read
+        self.bad = torch.zeros((), dtype=torch.int64, device=device)
+        self.taken = torch.zeros((), dtype=torch.int64, device=device)
+        self.last_finite = torch.full((), -1 - carried, dtype=torch.int64, device=device)
+        self.first_norms = torch.zeros(len(parameters), dtype=torch.float32, device=device)
 
+    @torch.no_grad()
     def add(
         self, iteration: int, values: list[torch.Tensor | float], norms: torch.Tensor
     ) -> torch.Tensor:
@@ -113,28 +122,26 @@ class _Interval:
             [
                 torch.full((), float(iteration), dtype=dtype, device=self.device),
                 *(
-                    v.to(self.device, dtype)
+                    (v if v.device == self.device else v.to(self.device))
                     if isinstance(v, torch.Tensor)
                     else torch.full((), v, dtype=dtype, device=self.device)
                     for v in values
                 ),
             ]
         )
-        # A NaN or an infinity anywhere makes the sums non-finite (the iteration in
-        # column 0 is finite); the norms are summed at the ring's precision (float64 but
-        # on MPS), where they cannot overflow.
-        total = row.sum() + norms.sum(dtype=row.dtype)
-        bad = ~torch.isfinite(total)
-        frozen = self.first >= 0
-        first_now = bad & ~frozen
-        slot = self.ring[self.checks % self.rows]
-        slot.copy_(torch.where(frozen, slot, row))
-        self.first = torch.where(first_now, self.checks, self.first)
+        # A NaN or an infinity anywhere makes the sum non-finite, and a non-finite sum
+        # times 0 is NaN, which is not 0 (torch.isfinite is four operations). The
+        # iteration in column 0 is finite; summed at the ring's precision (float64 but
+        # on MPS), the norms cannot overflow.
+        bad = torch.cat([row, norms]).sum(dtype=dtype).mul_(0).ne(0)
+        # Open: no check since the last read was non-finite, so this row is kept.
+        open_ = self.bad.eq(0)
+        slot = self._slots[self.checks % self.rows]
+        torch.where(open_, row, slot, out=slot)
+        torch.where(open_, norms, self.first_norms, out=self.first_norms)
+        self.taken.add_(open_)
         self.bad.add_(bad)
-        self.run.add_(1).mul_(bad)  # the streak: +1, or back to 0 on a finite check
-        self.first_run = torch.where(first_now, self.run, self.first_run)
-        if norms.numel():
-            self.first_norms = torch.where(first_now, norms, self.first_norms)
+        self.last_finite = torch.where(bad, self.last_finite, self.checks)
         self.checks += 1
         self.since_read += 1
         return bad
@@ -143,15 +150,26 @@ class _Interval:
         """(first non-finite check or -1, non-finite checks, the first one's streak, its
         global norm, its per-parameter norms, the ring's rows): the one read, at record
         time. The ring takes rows again afterwards."""
-        state = torch.stack([self.first, self.bad, self.first_run]).tolist()
+        bad, taken, last_finite = torch.stack([self.bad, self.taken, self.last_finite]).tolist()
         norms = self.first_norms.double().tolist()
         rows = self.ring.double().tolist()
-        first, bad, run = (int(x) for x in state)
-        self.first.fill_(-1)
-        self.bad.zero_()
-        self.since_read = 0
+        first, streak = -1, 0
+        if bad:
+            first = self.read_at + int(taken) - 1
+            # The checks between the last read and the first non-finite one were finite.
+            streak = first - (first - 1 if first > self.read_at else self.last_finite_read)
+        self.passed(int(last_finite))
         # The global norm from the per-parameter ones (NaN and inf carry through).
-        return first, bad, run, math.sqrt(sum(n * n for n in norms)), norms, rows
+        return first, int(bad), streak, math.sqrt(sum(n * n for n in norms)), norms, rows
+
+    def passed(self, last_finite: int) -> None:
+        """Marks every check so far as read; ``last_finite``: the last finite one."""
+        self.bad.zero_()
+        self.taken.zero_()
+        self.read_at = self.checks
+        self.since_read = 0
+        self.last_finite_read = last_finite
+        self.trailing = self.checks - 1 - last_finite
 
     def history(self, check: int, rows: list[list[float]]) -> list[tuple[int, list[float]]]:
         """(iteration, component values) of ``check`` and of the checks before it that
@@ -203,6 +221,7 @@ class NonfiniteCheck:
         self.events = 0
         self.reports = 0
         self.warned = False
+        self._stand_in: torch.Tensor | None = None  # see gradient_norms
 
     def _parameters(self) -> list[tuple[str, torch.Tensor]]:
         """The model's parameters by name, then those only the optimizer holds (a learned
@@ -245,8 +264,9 @@ class NonfiniteCheck:
         except RuntimeError:  # gradients on several devices (pipeline stages)
             norms = torch.stack([n.to(device) for n in per_tensor]).float()
         if not keep:
-            stand_in = torch.empty(0, device=device)
-            grads = [(n, stand_in) for n, _ in grads]
+            if self._stand_in is None or self._stand_in.device != device:
+                self._stand_in = torch.empty(0, device=device)
+            grads = [(n, self._stand_in) for n, _ in grads]
         return grads, norms
 
     def drop_if_nonfinite(self, norms: torch.Tensor | None) -> None:
@@ -290,7 +310,7 @@ class NonfiniteCheck:
         if not now:
             return True, None
         if not bool(bad.item()):  # the one read of a check that answers at once
-            interval.since_read = 0
+            interval.passed(interval.checks - 1)
             return error is None, error
         later = self.settle(grads if real else None, live=real)
         error = error or later
@@ -322,14 +342,14 @@ class NonfiniteCheck:
             and current.parameters == parameters
         ):
             return current
-        run = None
+        carried = 0
         if current is not None:
             if current.since_read:
                 error = self.settle()
                 if error is not None:
                     self.pending_error = error
-            run = current.run
-        self.interval = _Interval(device, components, parameters, self.history, run)
+            carried = current.trailing
+        self.interval = _Interval(device, components, parameters, self.history, carried)
         return self.interval
 
     def settle(
