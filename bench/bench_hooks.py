@@ -28,7 +28,9 @@ rounds of ``--iterations`` iterations per variant, in turn (the order rotates), 
 with ``perf_counter`` (on CUDA after a synchronisation at both ends). Ratio: each
 round's time over plain's in the same round, median over rounds. Peak memory: on CUDA,
 ``max_memory_allocated`` per variant; on CPU, each variant alone in a child process
-under ``/usr/bin/time`` (two rounds), its peak RSS. Not a test: nothing asserts on time.
+under ``/usr/bin/time`` (two rounds), its peak RSS. ops/it: the operators dispatched in
+one iteration not due for a record (on a GPU, kernel launches). Not a test: nothing
+asserts on time.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class Variant:
     it: int = 0
     rounds_ms: list[float] = field(default_factory=list)
     first_record_ms: float = float("nan")
+    ops: int = 0  # operators dispatched in one iteration not due for a record
     peak_mb: float = 0.0  # CUDA: max_memory_allocated over its rounds
 
 
@@ -135,6 +138,28 @@ def timed(v: Variant, n: int, x: Any, y: Any, sync: Callable[[], None]) -> float
     return (time.perf_counter() - t0) * 1000
 
 
+def count_ops(v: Variant, x: Any, y: Any) -> int:
+    """Operators dispatched (each a kernel launch on a GPU) in one iteration not due for
+    a record, counted by a ``TorchDispatchMode``: what a launch-bound loop pays per call,
+    free of timing noise."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    if (v.it + 1) % EVERY == 0 or v.it % EVERY == 0:
+        run_iterations(v, 2, x, y)
+    with Count():
+        run_iterations(v, 1, x, y)
+    return Count.n
+
+
 def setup(model_kind: str, device_name: str) -> tuple[Any, Any, Any, Any, Callable[[], None]]:
     import torch
 
@@ -179,6 +204,7 @@ def child(args: argparse.Namespace) -> None:
                 if device.type == "cuda":
                     v.peak_mb = max(v.peak_mb, torch.cuda.max_memory_allocated() / 2**20)
         for v in variants:
+            v.ops = count_ops(v, x, y)
             if v.scope is not None:
                 v.scope.close()
     params = sum(p.numel() for p in base.parameters())
@@ -193,6 +219,7 @@ def child(args: argparse.Namespace) -> None:
                 "rounds_ms": v.rounds_ms,
                 "first_iteration_ms": v.first_record_ms,
                 "peak_mb": v.peak_mb,
+                "ops": v.ops,
             }
             for v in variants
         },
@@ -212,7 +239,7 @@ def report(result: dict[str, Any], iterations: int, rss: dict[str, float]) -> fl
     )
     print(
         f"{'variant':<17} {'ms/iter':>8} {'min':>7} {'max':>7} {'x plain':>8} "
-        f"{'1st it ms':>10} {'peak MB':>8}"
+        f"{'1st it ms':>10} {'peak MB':>8} {'ops/it':>7}"
     )
     ratios = {}
     for name, v in variants.items():
@@ -222,7 +249,8 @@ def report(result: dict[str, Any], iterations: int, rss: dict[str, float]) -> fl
         peak = rss.get(name, v["peak_mb"])
         print(
             f"{name:<17} {statistics.median(per_it):>8.3f} {min(per_it):>7.3f} "
-            f"{max(per_it):>7.3f} {ratio:>8.3f} {v['first_iteration_ms']:>10.1f} {peak:>8.1f}"
+            f"{max(per_it):>7.3f} {ratio:>8.3f} {v['first_iteration_ms']:>10.1f} {peak:>8.1f} "
+            f"{v['ops']:>7}"
         )
     return ratios["all (zero-touch)"]
 
@@ -267,7 +295,8 @@ def main() -> None:
     note(
         "(ms/iter: median over rounds; x plain: the variant's round over plain's in the "
         "same round, median; 1st it ms: the first iteration, with the first record; "
-        "peak MB: CPU: peak RSS of the variant alone, CUDA: max_memory_allocated)"
+        "peak MB: CPU: peak RSS of the variant alone, CUDA: max_memory_allocated; ops/it: "
+        "operators dispatched in one iteration not due for a record)"
     )
     closing_notes(children, lines, started)
 
