@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::trend::median;
 use crate::model::memory::MemoryRecord;
 
 /// Records before a point that make up its "recent spread".
@@ -192,15 +193,13 @@ fn driver(recent: &[&MemoryRecord], r: &MemoryRecord) -> Option<String> {
         .map(|(c, _)| c)
 }
 
+/// The median and the median absolute deviation (0 and 0 for no values).
 fn median_mad(values: &mut [f64]) -> (f64, f64) {
-    if values.is_empty() {
+    let Some(middle) = median(values) else {
         return (0.0, 0.0);
-    }
-    values.sort_by(f64::total_cmp);
-    let median = values[values.len() / 2];
-    let mut deviations: Vec<f64> = values.iter().map(|v| (v - median).abs()).collect();
-    deviations.sort_by(f64::total_cmp);
-    (median, deviations[deviations.len() / 2])
+    };
+    let mut deviations: Vec<f64> = values.iter().map(|v| (v - middle).abs()).collect();
+    (middle, median(&mut deviations).unwrap_or(0.0))
 }
 
 #[cfg(test)]
@@ -281,5 +280,24 @@ mod tests {
         assert_eq!(s.iteration, 115);
         assert_eq!(s.driven_by.as_deref(), Some("sdf_estimation"));
         assert_eq!(s.census_change_bytes, 4000);
+    }
+
+    /// The README's rule on an even window: ten totals of 1 and 1.4 have the median 1.2
+    /// and a median absolute deviation of 0.2, so a total is a spike above 1.2 + 6 × 0.2
+    /// = 2.4 (the upper middle value, 1.4, would have put it at 3.8).
+    #[test]
+    fn a_spike_is_six_deviations_above_the_median_of_the_ten_before() {
+        let spikes_at = |last: f64| {
+            let mut run: Vec<MemoryRecord> = (0..10)
+                .map(|i| record(i * 10, &[("a", if i % 2 == 0 { 1.0 } else { 1.4 })], 1000))
+                .collect();
+            run.push(record(100, &[("a", last)], 1000));
+            analyze(&run).spikes
+        };
+        assert_eq!(spikes_at(2.3), vec![]);
+        let above = spikes_at(2.5);
+        assert_eq!(above.len(), 1, "{above:?}");
+        assert_eq!(above[0].iteration, 100);
+        assert!((above[0].recent_median - 1.2).abs() < 1e-12, "{above:?}");
     }
 }
