@@ -11,6 +11,9 @@ Variants (each with its own copy of the model and its own AdamW, same initialisa
 so that no profiler's optimizer hooks fire in another's iterations):
 
 - ``plain``: no gpuscope;
+- ``plain, again``: the same on its own copy of the model: what "no difference" reads
+  as in this run (the copies' memory and the machine's noise), beside which the hooks'
+  ratios mean something;
 - ``records``: ``MemoryProfiler(every=50, gradients=False, check_finite=False)``:
   memory records only;
 - ``+ sections``: records, and ``scope.section`` around forward and backward;
@@ -59,6 +62,7 @@ TARGETS = {"cpu": 0.03, "cuda": 0.01}
 # variant -> (MemoryProfiler options or None for plain, sections, explicit calls)
 VARIANTS: dict[str, tuple[dict[str, Any] | None, bool, bool]] = {
     "plain": (None, False, False),
+    "plain, again": (None, False, False),
     "records": ({"gradients": False, "check_finite": False}, False, False),
     "+ sections": ({"gradients": False, "check_finite": False}, True, False),
     "+ gradients": ({"check_finite": False}, False, False),
@@ -80,6 +84,7 @@ class Variant:
     explicit: bool
     it: int = 0
     rounds_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)  # the process's CPU time per round
     first_record_ms: float = float("nan")
     ops: int = 0  # operators dispatched in one iteration not due for a record
     peak_mb: float = 0.0  # CUDA: max_memory_allocated over its rounds
@@ -130,12 +135,13 @@ def run_iterations(v: Variant, n: int, x: Any, y: Any) -> None:
         v.it += 1
 
 
-def timed(v: Variant, n: int, x: Any, y: Any, sync: Callable[[], None]) -> float:
+def timed(v: Variant, n: int, x: Any, y: Any, sync: Callable[[], None]) -> tuple[float, float]:
+    """(wall ms, the process's CPU ms) of ``n`` iterations."""
     sync()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run_iterations(v, n, x, y)
     sync()
-    return (time.perf_counter() - t0) * 1000
+    return (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
 
 
 def count_ops(v: Variant, x: Any, y: Any) -> int:
@@ -192,7 +198,7 @@ def child(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as root:
         variants = [build(n, base, device, f"{root}/{k}") for k, n in enumerate(names)]
         for v in variants:  # the untimed first round: the first record, warm caches
-            v.first_record_ms = timed(v, 1, x, y, sync)
+            v.first_record_ms = timed(v, 1, x, y, sync)[0]
             run_iterations(v, args.iterations - 1, x, y)
         rounds = 1 if args.alone else args.rounds
         for r in range(rounds):
@@ -200,7 +206,9 @@ def child(args: argparse.Namespace) -> None:
             for v in order:
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats()
-                v.rounds_ms.append(timed(v, args.iterations, x, y, sync))
+                wall, cpu = timed(v, args.iterations, x, y, sync)
+                v.rounds_ms.append(wall)
+                v.cpu_ms.append(cpu)
                 if device.type == "cuda":
                     v.peak_mb = max(v.peak_mb, torch.cuda.max_memory_allocated() / 2**20)
         for v in variants:
@@ -217,6 +225,7 @@ def child(args: argparse.Namespace) -> None:
         "variants": {
             v.name: {
                 "rounds_ms": v.rounds_ms,
+                "cpu_ms": v.cpu_ms,
                 "first_iteration_ms": v.first_record_ms,
                 "peak_mb": v.peak_mb,
                 "ops": v.ops,
@@ -238,18 +247,24 @@ def report(result: dict[str, Any], iterations: int, rss: dict[str, float]) -> fl
         f"({result['threads']} threads); {len(plain)} rounds x {iterations} iterations"
     )
     print(
-        f"{'variant':<17} {'ms/iter':>8} {'min':>7} {'max':>7} {'x plain':>8} "
+        f"{'variant':<17} {'ms/iter':>8} {'min':>7} {'max':>7} {'x plain':>8} {'x cpu':>6} "
         f"{'1st it ms':>10} {'peak MB':>8} {'ops/it':>7}"
     )
     ratios = {}
+
+    def paired(key: str, name: str) -> float:
+        rounds = zip(variants[name][key], variants["plain"][key], strict=True)
+        return statistics.median(a / b for a, b in rounds)
+
     for name, v in variants.items():
         per_it = [ms / iterations for ms in v["rounds_ms"]]
-        ratio = statistics.median(a / b for a, b in zip(v["rounds_ms"], plain, strict=True))
+        ratio = paired("rounds_ms", name)
         ratios[name] = ratio
         peak = rss.get(name, v["peak_mb"])
         print(
             f"{name:<17} {statistics.median(per_it):>8.3f} {min(per_it):>7.3f} "
-            f"{max(per_it):>7.3f} {ratio:>8.3f} {v['first_iteration_ms']:>10.1f} {peak:>8.1f} "
+            f"{max(per_it):>7.3f} {ratio:>8.3f} {paired('cpu_ms', name):>6.3f} "
+            f"{v['first_iteration_ms']:>10.1f} {peak:>8.1f} "
             f"{v['ops']:>7}"
         )
     return ratios["all (zero-touch)"]
@@ -294,7 +309,8 @@ def main() -> None:
             )
     note(
         "(ms/iter: median over rounds; x plain: the variant's round over plain's in the "
-        "same round, median; 1st it ms: the first iteration, with the first record; "
+        "same round, median; x cpu: the same with the process's CPU time, which other "
+        "tenants of the machine disturb less than wall time; 1st it ms: the first iteration, with the first record; "
         "peak MB: CPU: peak RSS of the variant alone, CUDA: max_memory_allocated; ops/it: "
         "operators dispatched in one iteration not due for a record)"
     )
