@@ -209,6 +209,40 @@ def test_launch_stats(both: tuple[Any, Any]) -> None:
                     close(a, b, column)
 
 
+@pytest.mark.parametrize("on_gpu", [True, False])
+def test_user_annotation_breakdown(both: tuple[Any, Any], on_gpu: bool) -> None:
+    """The GPU annotations (the AMD trace has them) and the CPU ones (every trace but
+    event_sync), whole, folded into ``others`` beyond two names, and folded with an
+    allowlist that keeps one name HTA folded: the same frames; ``None`` where HTA
+    finds none."""
+
+    def breakdowns(**options: Any) -> tuple[Any, Any]:
+        their, our = (
+            t.get_gpu_user_annotation_breakdown(
+                use_gpu_annotation=on_gpu, visualize=False, **options
+            )
+            for t in both
+        )
+        assert (our is None) == (their is None)
+        if their is not None:
+            same_shape(our, their)
+            key = ["rank", "name"]
+            assert our[key].values.tolist() == their[key].values.tolist()
+            for column in ("sum (us)", "max (us)", "min (us)", "stddev", "mean (us)"):
+                for a, b in zip(our[column], their[column], strict=True):
+                    close(a, b, column)
+        return our, their
+
+    whole, _ = breakdowns()
+    if whole is None:
+        return
+    folded, _ = breakdowns(num_kernels=2)
+    gone = sorted(set(whole["name"]) - set(folded["name"]))
+    if gone:
+        kept, _ = breakdowns(num_kernels=2, allowlist_patterns=[gone[0]])
+        assert gone[0] in set(kept["name"])
+
+
 def test_profiler_steps(both: tuple[Any, Any]) -> None:
     theirs, ours = (t.get_profiler_steps() for t in both)
     assert ours == [int(s) for s in theirs]
@@ -271,6 +305,8 @@ def test_methods_gpuscope_does_not_answer_say_so(tmp_path: Path) -> None:
     ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, LIVE["alexnet"]))
     with pytest.raises(NotImplementedError, match="critical_path_analysis"):
         ta.critical_path_analysis(0, "ProfilerStep", 0)
+    with pytest.raises(NotImplementedError, match="get_gpu_kernels_with_user_annotations"):
+        ta.get_gpu_kernels_with_user_annotations(0)
 
 
 def test_visualize_without_plotting_says_so_once(

@@ -208,6 +208,12 @@ impl TraceSet {
         self.each(py, |t, s| rows::kernel_table(&t.trace, s, memory))
     }
 
+    /// Each trace's user annotations by name, on the GPU (`gpu`) or the CPU; `None` for a
+    /// trace without any.
+    fn annotations(&self, py: Python<'_>, gpu: bool) -> PyResult<Py<PyAny>> {
+        self.each(py, |t, s| rows::annotation_table(&t.trace, s, gpu))
+    }
+
     /// Each trace's share of communication hidden under computation.
     fn comm_comp_overlap(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.each(py, |t, s| comm_comp_overlap_percent(&t.trace, s))

@@ -17,6 +17,7 @@ takes the exact clock.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -164,6 +165,47 @@ class TraceAnalysis:
         if visualize:
             show(type_df, "Kernel type breakdown", "kernel_type", "percentage")
         return type_df, kernels_df
+
+    def get_gpu_user_annotation_breakdown(
+        self,
+        use_gpu_annotation: bool = True,
+        visualize: bool = True,
+        duration_ratio: float = 0.8,
+        num_kernels: int = 1000,
+        allowlist_patterns: list[str] | None = None,
+        image_renderer: str | None = None,
+    ) -> pd.DataFrame | None:
+        """Every user annotation's (``record_function`` range's) sum, max, min, stddev and
+        mean (µs) per rank: as a GPU stream ran it (Kineto's ``gpu_user_annotation``), or
+        with ``use_gpu_annotation=False`` as the CPU did (``user_annotation``, the
+        ``ProfilerStep#N`` ranges included). Beyond ``num_kernels`` names, those past the
+        ``duration_ratio`` quantile of the cumulative time go into one ``others`` row, as
+        in :meth:`get_gpu_kernel_breakdown`, except names containing one of
+        ``allowlist_patterns`` (plain substrings, as HTA searches them). ``None`` when no
+        trace has such annotations."""
+        pd = pandas()
+        tables = self._set.annotations(use_gpu_annotation)
+        if all(t is None for t in tables):
+            return None
+        columns = ["name", "sum", "max", "min", "stddev", "mean", "rank"]
+        keep = None
+        if allowlist_patterns is not None:
+            keep = re.compile("|".join(re.escape(p) for p in allowlist_patterns))
+        parts = []
+        for rank, table in zip(self.ranks, tables, strict=True):
+            rows = frame(table if table is not None else {c: [] for c in columns[:-1]})
+            folded = _fold_others(rows, duration_ratio, num_kernels, keep)
+            folded["rank"] = rank
+            parts.append(folded)
+        df = pd.concat(parts, ignore_index=True)[columns]
+        df = df.astype({"name": "str", "rank": "int64"} | {c: "float64" for c in columns[1:6]})
+        df = df.sort_values(["rank", "name"], ignore_index=True)
+        df = df.rename(
+            columns={"sum": "sum (us)", "max": "max (us)", "min": "min (us)", "mean": "mean (us)"}
+        )
+        if visualize:
+            show(df, "User annotation distribution on each rank", "name", "sum (us)")
+        return df
 
     def get_idle_time_breakdown(
         self,
@@ -509,9 +551,6 @@ class TraceAnalysis:
     def get_gpu_kernels_with_user_annotations(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("get_gpu_kernels_with_user_annotations")
 
-    def get_gpu_user_annotation_breakdown(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _not_answered("get_gpu_user_annotation_breakdown")
-
     def get_cupti_counter_data_with_operators(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("get_cupti_counter_data_with_operators")
 
@@ -564,15 +603,22 @@ def _analysed(memory: bool) -> list[str]:
     return ["COMPUTATION", "COMMUNICATION", *(["MEMORY"] if memory else [])]
 
 
-def _fold_others(kernels: pd.DataFrame, duration_ratio: float, num_kernels: int) -> pd.DataFrame:
+def _fold_others(
+    kernels: pd.DataFrame,
+    duration_ratio: float,
+    num_kernels: int,
+    keep: re.Pattern[str] | None = None,
+) -> pd.DataFrame:
     """HTA's folding of a type's small kernels into ``others`` (see
     :meth:`TraceAnalysis.get_gpu_kernel_breakdown`), over the engine's per-name rows
-    (largest total first)."""
+    (largest total first); names ``keep`` finds stay apart."""
     rows = kernels[["name", "sum", "max", "min", "mean", "stddev"]].reset_index(drop=True)
     if len(rows) <= num_kernels:
         return rows
     cumsum = rows["sum"].cumsum()
     folded = (cumsum > cumsum.quantile(duration_ratio)) | (rows.index >= num_kernels)
+    if keep is not None:
+        folded &= ~rows["name"].map(lambda n: keep.search(n) is not None).astype(bool)
     names = rows["name"].where(~folded, "others")
     grouped = rows["sum"].groupby(names).agg(["sum", "max", "min", "mean", "std"])
     grouped = grouped.rename(columns={"std": "stddev"}).fillna({"stddev": 0.0})

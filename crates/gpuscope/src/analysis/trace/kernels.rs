@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::classify::KernelType;
 use super::intervals::{exclusive_regions, merge};
 use super::scope::Scope;
-use crate::model::trace::Trace;
+use crate::model::trace::{Kind, Trace};
 
 /// Types in HTA's order: their bits in the overlap masks follow it.
 const TYPES: [KernelType; 3] = [
@@ -81,7 +81,7 @@ pub fn type_breakdown_of(trace: &Trace, scope: &Scope, types: &[KernelType]) -> 
 pub struct KernelStats {
     /// Its name.
     pub name: String,
-    /// Its type; `null` for the `others` row, which mixes them.
+    /// Its type; `null` for the `others` row, which mixes them, and for annotations.
     pub kernel_type: Option<KernelType>,
     /// How many times it ran.
     pub count: u64,
@@ -99,16 +99,16 @@ pub struct KernelStats {
     pub percentage: f64,
 }
 
-/// The durations of the GPU work of `scope` that `keep` accepts (by event index), by
-/// name, largest total first (ties by name).
+/// The durations of `events` (indices into the trace), by name, largest total first (ties
+/// by name).
 fn durations_by_name(
     trace: &Trace,
     scope: &Scope,
-    keep: impl Fn(usize) -> bool,
+    events: impl IntoIterator<Item = usize>,
 ) -> Vec<(u32, Vec<i64>)> {
     let e = &trace.events;
     let mut by_name: FxHashMap<u32, Vec<i64>> = FxHashMap::default();
-    for &i in scope.gpu.iter().filter(|&&i| keep(i)) {
+    for i in events {
         by_name
             .entry(e.name[i])
             .or_default()
@@ -135,7 +135,7 @@ fn named_stats(trace: &Trace, (name, durations): &(u32, Vec<i64>), total: i64) -
 /// The `n` kernels (and copies, memsets) with the most time, largest first, then one
 /// `others` row for the rest when there is a rest.
 pub fn top_kernels(trace: &Trace, scope: &Scope, n: usize) -> Vec<KernelStats> {
-    let rows = durations_by_name(trace, scope, |_| true);
+    let rows = durations_by_name(trace, scope, scope.gpu.iter().copied());
     let total = total(&rows);
     let mut out: Vec<KernelStats> = rows
         .iter()
@@ -160,10 +160,24 @@ pub fn kernel_stats(
     scope: &Scope,
     keep: impl Fn(usize) -> bool,
 ) -> Vec<KernelStats> {
-    let rows = durations_by_name(trace, scope, keep);
+    let gpu = scope.gpu.iter().copied().filter(|&i| keep(i));
+    let rows = durations_by_name(trace, scope, gpu);
     let total = total(&rows);
     rows.iter()
         .map(|row| named_stats(trace, row, total))
+        .collect()
+}
+
+/// Every name of the user annotations (`record_function` ranges) of `scope` of `kind` —
+/// as the CPU ran them ([`Kind::UserAnnotation`]) or as a GPU stream did
+/// ([`Kind::GpuUserAnnotation`]) — largest total first; shares of their total.
+pub fn annotation_stats(trace: &Trace, scope: &Scope, kind: Kind) -> Vec<KernelStats> {
+    let e = &trace.events;
+    let all = scope.cpu.iter().chain(&scope.gpu).copied();
+    let rows = durations_by_name(trace, scope, all.filter(|&i| e.kind[i] == kind));
+    let total = total(&rows);
+    rows.iter()
+        .map(|(name, durations)| stats(trace.names.get(*name), None, durations, total))
         .collect()
 }
 

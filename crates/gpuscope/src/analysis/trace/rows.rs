@@ -12,20 +12,17 @@ use serde::Serialize;
 
 use super::classify::KernelType;
 use super::idle::{gaps, IdleCause};
-use super::kernels::kernel_stats;
+use super::kernels::{annotation_stats, kernel_stats, KernelStats};
 use super::launches::Launch;
 use super::queue::changes;
 use super::scope::{on_gpu, Scope};
 use crate::model::trace::{Kind, Trace, NONE};
 
-/// Each kernel name's statistics (HTA's `get_gpu_kernel_breakdown`, before it folds the
-/// small ones into `others`).
+/// Each name's statistics: kernels by name, or user annotations by name.
 #[derive(Debug, Default, Serialize)]
-pub struct KernelTable {
-    /// The kernel's name, as recorded.
+pub struct DurationTable {
+    /// The name, as recorded.
     pub name: Vec<String>,
-    /// Its type.
-    pub kernel_type: Vec<KernelType>,
     /// How many times it ran.
     pub count: Vec<u64>,
     /// Total time, µs.
@@ -40,6 +37,32 @@ pub struct KernelTable {
     pub stddev: Vec<f64>,
 }
 
+impl DurationTable {
+    fn of(stats: &[KernelStats]) -> Self {
+        let column = |f: fn(&KernelStats) -> f64| stats.iter().map(f).collect();
+        DurationTable {
+            name: stats.iter().map(|k| k.name.clone()).collect(),
+            count: stats.iter().map(|k| k.count).collect(),
+            sum: column(|k| k.sum_us),
+            max: column(|k| k.max_us),
+            min: column(|k| k.min_us),
+            mean: column(|k| k.mean_us),
+            stddev: column(|k| k.stddev_us),
+        }
+    }
+}
+
+/// Each kernel name's statistics and type (HTA's `get_gpu_kernel_breakdown`, before it
+/// folds the small ones into `others`).
+#[derive(Debug, Default, Serialize)]
+pub struct KernelTable {
+    /// The statistics, a row per name.
+    #[serde(flatten)]
+    pub durations: DurationTable,
+    /// Each row's type.
+    pub kernel_type: Vec<KernelType>,
+}
+
 /// The kernels (and, with `memory`, copies and memsets) of `scope` by name, in the order
 /// of their total time, largest first.
 pub fn kernel_table(trace: &Trace, scope: &Scope, memory: bool) -> KernelTable {
@@ -47,19 +70,31 @@ pub fn kernel_table(trace: &Trace, scope: &Scope, memory: bool) -> KernelTable {
         matches!(t, KernelType::Computation | KernelType::Communication)
             || (memory && t == KernelType::Memory)
     };
-    let mut out = KernelTable::default();
-    for k in kernel_stats(trace, scope, |i| wanted(scope.kernel_type(trace, i))) {
-        out.name.push(k.name);
-        out.kernel_type
-            .push(k.kernel_type.unwrap_or(KernelType::Other));
-        out.count.push(k.count);
-        out.sum.push(k.sum_us);
-        out.max.push(k.max_us);
-        out.min.push(k.min_us);
-        out.mean.push(k.mean_us);
-        out.stddev.push(k.stddev_us);
+    let stats = kernel_stats(trace, scope, |i| wanted(scope.kernel_type(trace, i)));
+    KernelTable {
+        kernel_type: stats
+            .iter()
+            .map(|k| k.kernel_type.unwrap_or(KernelType::Other))
+            .collect(),
+        durations: DurationTable::of(&stats),
     }
-    out
+}
+
+/// The user annotations (`record_function` ranges) of `scope` by name, largest total
+/// first: as a GPU stream ran them (`gpu`, Kineto's `gpu_user_annotation`) or as the CPU
+/// did (`user_annotation`). `None` when the trace has none of that kind at all, in scope
+/// or not (HTA's `get_gpu_user_annotation_breakdown` then has nothing to say).
+pub fn annotation_table(trace: &Trace, scope: &Scope, gpu: bool) -> Option<DurationTable> {
+    let kind = if gpu {
+        Kind::GpuUserAnnotation
+    } else {
+        Kind::UserAnnotation
+    };
+    trace
+        .events
+        .kind
+        .contains(&kind)
+        .then(|| DurationTable::of(&annotation_stats(trace, scope, kind)))
 }
 
 /// Each gap between two pieces of work on a stream (HTA's `get_idle_time_breakdown`).
