@@ -245,6 +245,13 @@ impl TraceSet {
         })
     }
 
+    /// Trace `k`'s kernel launches inside ATen operators.
+    fn op_launches(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
+        self.one(py, k, |t, s| {
+            rows::op_launch_table(&t.trace, s, &launches(&t.trace, s), self.origin)
+        })
+    }
+
     /// Every profiler step of trace `k`, the last included.
     fn all_steps(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
         self.one(py, k, |t, _| {

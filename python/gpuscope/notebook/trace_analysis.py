@@ -404,6 +404,55 @@ class TraceAnalysis:
                 )
         return out
 
+    def get_aten_op_kernels_and_delay(
+        self, ranks: list[int] | None = None, sort_by: list[str] | None = None
+    ) -> dict[int, pd.DataFrame]:
+        """Per rank (default: rank 0), what the ATen operators launch: for each operator
+        name and the sequence of kernels one call of it launched (``" -> "``), how many
+        calls, the mean delay from the call's start to its first launch
+        (``avg_aten_op_launch_delay``) and from that launch to its kernel's start
+        (``avg_runtime_delay``), µs to 3 decimals; sorted by ``sort_by`` (default
+        ``["occurrence_count"]``), largest first. A launch belongs to the innermost
+        ``aten::`` operator that wraps it whole. As in HTA but for: no table is drawn
+        (HTA always draws one), ROCm's and the driver's launches count, a launch
+        without its kernel is left out (HTA fails), and each rank's frame holds its own
+        launches only (HTA's holds those of the ranks before it too)."""
+        pd = pandas()
+        columns = [
+            "aten_op_name",
+            "kernel_sequence",
+            "occurrence_count",
+            "avg_aten_op_launch_delay",
+            "avg_runtime_delay",
+        ]
+        out = {}
+        for rank, k in self._chosen(ranks):
+            launches = frame(self._set.op_launches(k))
+            calls = launches.groupby(["thread", "op", "op_start"], sort=False).agg(
+                kernel_sequence=("kernel", " -> ".join),
+                launch_delay=("launch_delay", "first"),
+                runtime_delay=("runtime_delay", "first"),
+            )
+            df = (
+                calls.groupby(["op", "kernel_sequence"])
+                .agg(
+                    occurrence_count=("runtime_delay", "count"),
+                    avg_aten_op_launch_delay=("launch_delay", "mean"),
+                    avg_runtime_delay=("runtime_delay", "mean"),
+                )
+                .reset_index()
+                .rename(columns={"op": "aten_op_name"})
+            )
+            if df.empty:
+                df = pd.DataFrame({c: [] for c in columns})
+            df = df[columns].astype(
+                {"aten_op_name": "str", "kernel_sequence": "str", "occurrence_count": "int64"}
+                | {c: "float64" for c in columns[3:]}
+            )
+            df = df.sort_values(sort_by or ["occurrence_count"], ascending=False, kind="stable")
+            out[rank] = df.round({c: 3 for c in columns[3:]})
+        return out
+
     def all_profiler_steps(self, rank: int) -> list[int]:
         """Every profiler step number of ``rank``'s trace, the last one included."""
         return list(self._set.all_steps(self._chosen([rank])[0][1]))
@@ -541,12 +590,6 @@ class TraceAnalysis:
 
     def get_frequent_cuda_kernel_sequences(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("get_frequent_cuda_kernel_sequences")
-
-    def get_aten_op_kernels_and_delay(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _not_answered(
-            "get_aten_op_kernels_and_delay",
-            "; get_operators() ranks operators by the GPU time they launch",
-        )
 
     def get_gpu_kernels_with_user_annotations(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("get_gpu_kernels_with_user_annotations")

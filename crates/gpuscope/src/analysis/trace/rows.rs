@@ -256,6 +256,83 @@ pub fn launch_table(trace: &Trace, launches: &[Launch], memory: bool) -> LaunchT
     out
 }
 
+/// Each kernel launch made inside an ATen operator, with the innermost such operator
+/// (HTA's `get_aten_op_kernels_and_delay`, before it groups them), in the order of the
+/// launch calls.
+#[derive(Debug, Default, Serialize)]
+pub struct OpLaunchTable {
+    /// The operator's thread.
+    pub thread: Vec<i64>,
+    /// The operator's name (`aten::…`).
+    pub op: Vec<String>,
+    /// The operator's start, µs from the origin.
+    pub op_start: Vec<f64>,
+    /// From the operator's start to the launch call's, µs.
+    pub launch_delay: Vec<f64>,
+    /// From the launch call's start to the kernel's, µs.
+    pub runtime_delay: Vec<f64>,
+    /// The kernel's name.
+    pub kernel: Vec<String>,
+}
+
+/// The kernel launches of `launches` whose call an `aten::` operator of `scope` wraps
+/// whole, each with the innermost one: of the operators (on any thread, as HTA looks)
+/// that start no later than the call and end no earlier, the last to start, and of
+/// those starting together the shortest.
+pub fn op_launch_table(
+    trace: &Trace,
+    scope: &Scope,
+    launches: &[Launch],
+    origin: i64,
+) -> OpLaunchTable {
+    let e = &trace.events;
+    let mut ops: Vec<(i64, i64, usize)> = scope
+        .cpu
+        .iter()
+        .filter(|&&i| trace.names.get(e.name[i]).starts_with("aten::"))
+        .map(|&i| {
+            let (start, end) = scope.interval(trace, i);
+            (start, end, i)
+        })
+        .collect();
+    ops.sort_unstable();
+    let mut kernels: Vec<(i64, i64, &Launch)> = launches
+        .iter()
+        .filter(|l| e.kind[l.work] == Kind::Kernel)
+        .map(|l| {
+            let (start, end) = scope.interval(trace, l.call);
+            (start, end, l)
+        })
+        .collect();
+    kernels.sort_by_key(|&(start, _, l)| (start, l.call));
+    let mut out = OpLaunchTable::default();
+    // The operators started by the current call and not ended before it: launches come
+    // in order of their start, so one that ended before this call wraps none later.
+    let (mut open, mut next) = (Vec::new(), 0);
+    for (start, end, l) in kernels {
+        while next < ops.len() && ops[next].0 <= start {
+            open.push(ops[next]);
+            next += 1;
+        }
+        open.retain(|&(_, op_end, _)| op_end >= start);
+        let innermost = open
+            .iter()
+            .filter(|&&(_, op_end, _)| op_end >= end)
+            .max_by_key(|&&(op_start, op_end, i)| (op_start, std::cmp::Reverse(op_end), i));
+        let Some(&(op_start, _, op)) = innermost else {
+            continue;
+        };
+        out.thread.push(e.tid[op]);
+        out.op.push(trace.names.get(e.name[op]).to_owned());
+        out.op_start.push(micros(op_start - origin));
+        out.launch_delay.push(micros(start - op_start));
+        out.runtime_delay
+            .push(micros(scope.interval(trace, l.work).0 - start));
+        out.kernel.push(trace.names.get(e.name[l.work]).to_owned());
+    }
+    out
+}
+
 /// Which events a trace diff counts (HTA's `DeviceType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
