@@ -30,7 +30,8 @@ pub struct Phase {
     pub records: usize,
     /// Components active in it, by name.
     pub components: Vec<String>,
-    /// Mean share of each component in the sum of the components' magnitudes, percent.
+    /// Mean share of each component in the sum of the components' magnitudes, percent,
+    /// over the records whose components are all finite.
     pub shares_percent: BTreeMap<String, f64>,
 }
 
@@ -83,7 +84,7 @@ fn same_components(a: &MemoryRecord, b: &MemoryRecord) -> bool {
 
 fn phases(records: &[MemoryRecord]) -> Vec<Phase> {
     let mut out: Vec<Phase> = Vec::new();
-    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+    let mut shares = Shares::default();
     // A total alone has no shares to tell.
     for r in records
         .iter()
@@ -93,7 +94,7 @@ fn phases(records: &[MemoryRecord]) -> Vec<Phase> {
             .last()
             .is_some_and(|p| p.components.iter().eq(component_names(r)));
         if !same {
-            close_phase(out.last_mut(), &mut sums);
+            shares.close(out.last_mut());
             out.push(Phase {
                 from: r.iteration,
                 to: r.iteration,
@@ -105,33 +106,45 @@ fn phases(records: &[MemoryRecord]) -> Vec<Phase> {
         let phase = out.last_mut().expect("a phase is open");
         phase.to = r.iteration;
         phase.records += 1;
-        let magnitude: f64 = phase
-            .components
-            .iter()
-            .map(|c| r.losses[c].abs())
-            .filter(|v| v.is_finite())
-            .sum();
-        if magnitude > 0.0 {
-            for c in &phase.components {
-                let v = r.losses[c].abs();
-                if v.is_finite() {
-                    *sums.entry(c.clone()).or_default() += v / magnitude;
-                }
-            }
-        }
+        shares.add(&phase.components, r);
     }
-    close_phase(out.last_mut(), &mut sums);
+    shares.close(out.last_mut());
     out
 }
 
-fn close_phase(phase: Option<&mut Phase>, sums: &mut BTreeMap<String, f64>) {
-    if let Some(p) = phase {
-        p.shares_percent = sums
-            .iter()
-            .map(|(c, s)| (c.clone(), s * 100.0 / p.records as f64))
-            .collect();
+/// The sums of each component's share over a phase's records, and how many records
+/// they are: those whose components are all finite and not all 0 (a NaN leaves its
+/// record's shares unknown).
+#[derive(Default)]
+struct Shares {
+    sums: BTreeMap<String, f64>,
+    records: usize,
+}
+
+impl Shares {
+    fn add(&mut self, components: &[String], r: &MemoryRecord) {
+        let values: Vec<f64> = components.iter().map(|c| r.losses[c].abs()).collect();
+        let magnitude: f64 = values.iter().sum();
+        if !magnitude.is_finite() || magnitude <= 0.0 {
+            return;
+        }
+        self.records += 1;
+        for (c, v) in components.iter().zip(values) {
+            *self.sums.entry(c.clone()).or_default() += v / magnitude;
+        }
     }
-    sums.clear();
+
+    /// Sets `phase`'s shares (means over the records counted) and starts again.
+    fn close(&mut self, phase: Option<&mut Phase>) {
+        if let Some(p) = phase {
+            p.shares_percent = self
+                .sums
+                .iter()
+                .map(|(c, s)| (c.clone(), s * 100.0 / self.records as f64))
+                .collect();
+        }
+        *self = Shares::default();
+    }
 }
 
 fn total(r: &MemoryRecord) -> Option<f64> {
@@ -299,5 +312,20 @@ mod tests {
         assert_eq!(above.len(), 1, "{above:?}");
         assert_eq!(above[0].iteration, 100);
         assert!((above[0].recent_median - 1.2).abs() < 1e-12, "{above:?}");
+    }
+
+    /// lm_leak_nan's shape: a NaN component leaves its record out of the shares, which
+    /// still add up to 100 %.
+    #[test]
+    fn shares_leave_out_records_with_a_nan() {
+        let mut run: Vec<MemoryRecord> = (0..4)
+            .map(|i| record(i, &[("a", 1.0), ("b", 3.0)], 0))
+            .collect();
+        run.push(record(4, &[("a", f64::NAN), ("b", 3.0)], 0));
+        let phases = analyze(&run).phases;
+        assert_eq!(phases.len(), 1);
+        assert_eq!(phases[0].records, 5);
+        assert_eq!(phases[0].shares_percent["a"], 25.0);
+        assert_eq!(phases[0].shares_percent["b"], 75.0);
     }
 }
