@@ -41,13 +41,49 @@ pub enum AdviceKind {
     HostMemoryGrowth,
 }
 
+/// The figure behind a piece of advice; serialised as the JSON's stable `figure` string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Figure {
+    /// Activations' share of the categories, percent.
+    ActivationsSharePercent,
+    /// float32's share of the tensors, percent.
+    Float32SharePercent,
+    /// Host memory's growth, MB per 1,000 iterations.
+    HostMbPer1kIters,
+    /// Out-of-memory errors the allocator counted.
+    Ooms,
+    /// Allocation retries the allocator counted.
+    AllocRetries,
+    /// Reserved memory not allocated, percent of reserved.
+    FragmentationPercent,
+}
+
+impl Figure {
+    /// `value` of this figure in words, for the text and HTML reports.
+    pub fn reading(self, value: f64) -> String {
+        match self {
+            Figure::ActivationsSharePercent => format!("activations {value:.0} % of memory"),
+            Figure::Float32SharePercent => format!("float32 {value:.0} % of tensors"),
+            Figure::HostMbPer1kIters => {
+                format!("host memory +{value:.0} MB per 1,000 iterations")
+            }
+            Figure::Ooms => format!("{value:.0} out-of-memory errors"),
+            Figure::AllocRetries => format!("{value:.0} allocation retries"),
+            Figure::FragmentationPercent => {
+                format!("{value:.0} % of reserved memory unallocated")
+            }
+        }
+    }
+}
+
 /// One piece of advice and the figure behind it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Advice {
     /// What it is about.
     pub kind: AdviceKind,
-    /// The figure's name (`activations_share_percent`, `alloc_retries`, ...).
-    pub figure: String,
+    /// The figure that triggered it.
+    pub figure: Figure,
     /// Its value.
     pub value: f64,
     /// What to do.
@@ -55,10 +91,10 @@ pub struct Advice {
 }
 
 impl Advice {
-    fn new(kind: AdviceKind, figure: &str, value: f64, advice: String) -> Self {
+    fn new(kind: AdviceKind, figure: Figure, value: f64, advice: String) -> Self {
         Advice {
             kind,
-            figure: figure.to_owned(),
+            figure,
             value,
             advice,
         }
@@ -85,7 +121,7 @@ pub fn advise(
         if share > ACTIVATIONS_DOMINATE_PERCENT && short {
             out.push(Advice::new(
                 AdviceKind::Checkpointing,
-                "activations_share_percent",
+                Figure::ActivationsSharePercent,
                 share,
                 "activations hold most of the memory: gradient checkpointing \
                  (torch.utils.checkpoint) or a smaller batch"
@@ -102,7 +138,7 @@ pub fn advise(
         if on_gpu && without_autocast && share > FLOAT32_PERCENT {
             out.push(Advice::new(
                 AdviceKind::MixedPrecision,
-                "float32_share_percent",
+                Figure::Float32SharePercent,
                 share,
                 "nearly everything is float32 and the forward runs without autocast: mixed \
                  precision (torch.autocast with bfloat16 or float16) halves activations"
@@ -116,7 +152,7 @@ pub fn advise(
     if let Some(h) = host.filter(|h| h.growing) {
         out.push(Advice::new(
             AdviceKind::HostMemoryGrowth,
-            "host_mb_per_1k_iters",
+            Figure::HostMbPer1kIters,
             ByteUnit::Mib.of_f64(h.slope_bytes_per_1k_iters),
             "host memory grows every iteration: look for Python objects kept across \
              iterations (losses stored as tensors rather than .item(), outputs or graphs in \
@@ -141,10 +177,10 @@ fn near_full(last: &MemoryRecord, fragmentation: Option<&Fragmentation>) -> bool
 
 /// The counter that triggered allocator advice: the OOMs when there were any, else the
 /// retries.
-fn counted(f: &Fragmentation) -> (&'static str, f64) {
+fn counted(f: &Fragmentation) -> (Figure, f64) {
     match (f.ooms.unwrap_or(0), f.alloc_retries.unwrap_or(0)) {
-        (0, retries) => ("alloc_retries", retries as f64),
-        (ooms, _) => ("ooms", ooms as f64),
+        (0, retries) => (Figure::AllocRetries, retries as f64),
+        (ooms, _) => (Figure::Ooms, ooms as f64),
     }
 }
 
@@ -183,7 +219,7 @@ fn allocator_advice(f: &Fragmentation) -> Option<Advice> {
         }
         Verdict::None if f.level == Level::High => Some(Advice::new(
             AdviceKind::CheckAllocatorCounters,
-            "fragmentation_percent",
+            Figure::FragmentationPercent,
             f.percent,
             "much reserved memory is not allocated: if \
              torch.cuda.memory_stats()['num_alloc_retries'] rises, set \
@@ -251,13 +287,13 @@ mod tests {
                 AdviceKind::CheckAllocatorCounters
             ]
         );
-        let figures: Vec<&str> = advice.iter().map(|a| a.figure.as_str()).collect();
+        let figures: Vec<Figure> = advice.iter().map(|a| a.figure).collect();
         assert_eq!(
             figures,
             [
-                "activations_share_percent",
-                "float32_share_percent",
-                "fragmentation_percent"
+                Figure::ActivationsSharePercent,
+                Figure::Float32SharePercent,
+                Figure::FragmentationPercent
             ]
         );
         assert_eq!(advice[0].value, 75.0);
@@ -265,6 +301,12 @@ mod tests {
         assert_eq!(advice[2].value, 50.0);
         let json = serde_json::to_value(&advice[1]).unwrap();
         assert_eq!(json["kind"], "mixed_precision");
+        assert_eq!(json["figure"], "float32_share_percent");
+        assert_eq!(
+            Figure::Ooms.reading(18.0),
+            "18 out-of-memory errors",
+            "a count reads as one"
+        );
     }
 
     /// Under autocast the census still sees float32 master weights, gradients and

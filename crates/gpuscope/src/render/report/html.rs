@@ -157,9 +157,8 @@ fn run_section(page: &mut String, run: &RunReport, index: usize) {
         for a in &run.advice {
             let _ = write!(
                 page,
-                "<li><b>{} = {:.1}</b>: {}</li>",
-                text(&a.figure),
-                a.value,
+                "<li><b>{}</b>: {}</li>",
+                text(&a.figure.reading(a.value)),
                 text(&a.advice)
             );
         }

@@ -124,7 +124,7 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
             paragraph(out, &format!("Host memory grows: {}", h.reason), width)?;
         }
         for a in &run.advice {
-            let line = format!("Advice ({} = {:.1}): {}", a.figure, a.value, a.advice);
+            let line = format!("Advice ({}): {}", a.figure.reading(a.value), a.advice);
             paragraph(out, &line, width)?;
         }
         losses(out, &run.losses, width)?;
