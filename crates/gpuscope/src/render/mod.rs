@@ -85,7 +85,9 @@ pub(crate) fn write_table(
 
 /// Writes `text` wrapped to `width` columns, continuation lines indented by four. Lines
 /// break only at spaces: never at a hyphen inside a word, which would cut paths
-/// (`/home/c-` then `kaitwang/...`) and names that must be copied whole.
+/// (`/home/c-` then `kaitwang/...`) and names that must be copied whole, never inside a
+/// word longer than the line (it runs past the width instead), and never between a
+/// number and its unit.
 pub(crate) fn paragraph(
     out: &mut dyn std::io::Write,
     text: &str,
@@ -93,11 +95,46 @@ pub(crate) fn paragraph(
 ) -> std::io::Result<()> {
     let options = textwrap::Options::new(width as usize)
         .subsequent_indent("    ")
+        .break_words(false)
         .word_splitter(textwrap::WordSplitter::NoHyphenation);
-    for line in textwrap::wrap(text, options) {
+    for line in textwrap::wrap(&units_attached(text), options) {
         writeln!(out, "{}", line.replace(UNBROKEN_SPACE, " "))?;
     }
     Ok(())
+}
+
+/// Units that stay on the line of the number before them.
+const UNITS: [&str; 13] = [
+    "%", "ns", "µs", "ms", "s", "B", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB",
+];
+
+/// `text` with the space between a number and a unit after it made unbroken.
+fn units_attached(text: &str) -> String {
+    let words: Vec<&str> = text.split(' ').collect();
+    let mut out = String::with_capacity(text.len());
+    for (k, word) in words.iter().enumerate() {
+        if k > 0 {
+            let number = words[k - 1].ends_with(|c: char| c.is_ascii_digit());
+            let unit = UNITS
+                .iter()
+                .any(|u| word.trim_end_matches([',', ';', ')', ':', '.']) == *u);
+            out.push_str(if number && unit { UNBROKEN_SPACE } else { " " });
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// A duration in µs as a person reads it: µs under a millisecond, ms under a second,
+/// else seconds.
+pub(crate) fn duration_text(us: f64) -> String {
+    if us.abs() < 1_000.0 {
+        format!("{us:.1} µs")
+    } else if us.abs() < 1_000_000.0 {
+        format!("{:.1} ms", us / 1_000.0)
+    } else {
+        format!("{:.2} s", us / 1_000_000.0)
+    }
 }
 
 /// A space [`paragraph`] never breaks a line at (textwrap splits words at ASCII spaces
@@ -140,5 +177,38 @@ pub(crate) fn right_align(t: &mut comfy_table::Table, columns: &[usize]) {
         if let Some(col) = t.column_mut(c) {
             col.set_cell_alignment(comfy_table::CellAlignment::Right);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wrapped(text: &str, width: u16) -> Vec<String> {
+        let mut out = Vec::new();
+        paragraph(&mut out, text, width).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn a_number_keeps_its_unit_and_a_long_path_is_not_cut() {
+        let lines = wrapped("used 12 % of the device within 1043773 µs) and 5 MiB", 14);
+        assert!(lines.iter().any(|l| l.contains("12 %")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("1043773 µs)")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("5 MiB")), "{lines:?}");
+        let path = "/work/shared/data/gpu-h200/lm_clean/profiler_traces/x.pt.trace.json.gz";
+        let lines = wrapped(&format!("trace {path} read"), 40);
+        assert!(lines.iter().any(|l| l.trim() == path), "{lines:?}");
+    }
+
+    #[test]
+    fn durations_read_in_their_unit() {
+        assert_eq!(duration_text(12.34), "12.3 µs");
+        assert_eq!(duration_text(904_200.0), "904.2 ms");
+        assert_eq!(duration_text(10_033_725.0), "10.03 s");
     }
 }

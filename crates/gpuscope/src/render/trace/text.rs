@@ -13,7 +13,7 @@ use crate::analysis::trace::steps::Category;
 use crate::model::trace::file_name;
 use crate::render::short_names::{bare_name, clip};
 use crate::render::units::{figure, ByteUnit};
-use crate::render::{paragraph, right_align, table, unbroken, write_table};
+use crate::render::{duration_text, paragraph, right_align, table, unbroken, write_table};
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::Path;
@@ -343,7 +343,7 @@ fn gaps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
         let doing: Vec<String> = g
             .cpu
             .iter()
-            .map(|c| format!("{} ({:.0} µs)", unbroken(&c.name), c.overlap_us))
+            .map(|c| format!("{} ({})", unbroken(&c.name), duration_text(c.overlap_us)))
             .collect();
         let doing = if doing.is_empty() {
             "nothing recorded".to_owned()
@@ -351,9 +351,9 @@ fn gaps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
             doing.join("; ")
         };
         let line = format!(
-            "  {:>10.1} µs at {:.1} ms: {doing}",
-            g.duration_us,
-            g.start_us / 1000.0
+            "  {:>10} at {}: {doing}",
+            duration_text(g.duration_us),
+            duration_text(g.start_us)
         );
         paragraph(out, &line, width)?;
     }
