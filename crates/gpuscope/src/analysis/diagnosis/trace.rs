@@ -212,11 +212,21 @@ fn launch_bound_and_gap(rank: &RankReport) -> String {
 fn next_for(kind: VerdictKind, rank: &RankReport) -> &'static str {
     match kind {
         VerdictKind::InputPipeline => "DataLoader(num_workers=..., pin_memory=True)",
-        VerdictKind::GpuStarved if rank.launch_bound => {
-            "torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs, and no .item() \
-             in the step"
+        VerdictKind::GpuStarved => {
+            let synchronising = rank.steps.as_ref().is_some_and(|s| s.mean.synchronising());
+            match (rank.launch_bound, synchronising) {
+                (true, true) => {
+                    "torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs, and no \
+                     .item() in the step"
+                }
+                (true, false) => "torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs",
+                (false, true) => "remove .item()/.cpu()/print of tensors from the step",
+                (false, false) => {
+                    "torch.compile(model) to fuse operators, or more work per step (a larger \
+                     batch)"
+                }
+            }
         }
-        VerdictKind::GpuStarved => "remove .item()/.cpu()/print of tensors from the step",
         VerdictKind::LaunchOverhead
             if rank
                 .steps

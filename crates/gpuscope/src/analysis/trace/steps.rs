@@ -22,6 +22,9 @@ pub const DATALOADER_PERCENT: f64 = 10.0;
 pub const GPU_IDLE_PERCENT: f64 = 30.0;
 /// The share of a step in CUDA runtime calls from which a verdict names what they did.
 pub const RUNTIME_PERCENT: f64 = 10.0;
+/// A GPU-starved step whose runtime calls wait for the GPU this share of it or more is
+/// held back by synchronisation; below, by the CPU's own work.
+pub const WAITING_PERCENT: f64 = 5.0;
 /// The share of a step in copies and memsets from which data movement is named.
 pub const MEMORY_PERCENT: f64 = 10.0;
 /// The share of a step in communication alone from which it is named.
@@ -115,6 +118,22 @@ impl Step {
         } else {
             0.0
         }
+    }
+
+    /// The share of the step its runtime calls spent waiting for the GPU or a copy,
+    /// percent.
+    pub fn waiting_percent(&self) -> f64 {
+        let waiting = self.runtime_us.get(RuntimePart::Waiting as usize).copied();
+        match waiting {
+            Some(us) if self.duration_us > 0.0 => us * 100.0 / self.duration_us,
+            _ => 0.0,
+        }
+    }
+
+    /// Whether synchronisation holds the step back: its runtime calls wait for the GPU
+    /// [`WAITING_PERCENT`] of it or more.
+    pub fn synchronising(&self) -> bool {
+        self.waiting_percent() >= WAITING_PERCENT
     }
 
     /// The share of the step the CPU spent in the data loader, percent.
@@ -487,11 +506,19 @@ fn verdicts(mean: &Step, gpu: bool, busiest: &[Option<String>]) -> Vec<Verdict> 
                      (torch.compile compiling, waiting on I/O or another process, a sleep)",
                     mean.percent(Category::Other)
                 )
+            } else if mean.synchronising() {
+                format!(
+                    "the GPU is idle {idle:.0} % of each step while runtime calls wait for \
+                     it {:.0} % of the step: synchronisation (.item(), .cpu(), printing \
+                     tensors) holds it back",
+                    mean.waiting_percent()
+                )
             } else {
                 format!(
                     "the GPU is idle {idle:.0} % of each step while the CPU runs operators \
-                     ({:.0} %) and runtime calls ({:.0} %): host-side work or \
-                     synchronisation (.item(), .cpu(), printing tensors) holds it back",
+                     ({:.0} %) and runtime calls ({:.0} %), waiting on the GPU for almost \
+                     none of it: the CPU's own work cannot keep up (fewer, larger kernels \
+                     with torch.compile, CUDA graphs, or more work per step)",
                     mean.percent(Category::CpuExec),
                     mean.percent(Category::Runtime)
                 )
@@ -737,6 +764,43 @@ mod tests {
         // Under 10 % of the step, no verdict on runtime calls.
         let o = steps(&[("cudaLaunchKernel", 0, 90, 1)]);
         assert!(o.verdicts.iter().all(|v| !is_on_runtime(v.kind)));
+    }
+
+    /// The README's rule: a starved GPU is blamed on synchronisation only when runtime
+    /// calls wait for it 5 % of the step or more.
+    #[test]
+    fn a_starved_gpu_is_blamed_on_synchronisation_only_when_calls_wait() {
+        let starved = |o: &StepOverview| {
+            let v = o
+                .verdicts
+                .iter()
+                .find(|v| v.kind == VerdictKind::GpuStarved);
+            v.expect("GPU starved").advice.clone()
+        };
+        // The CPU runs an operator for 600 ns of each 1,000 and waits `sync` ns.
+        let step = |sync: i64| {
+            two_steps(move |start, _| {
+                vec![
+                    (Kind::CpuOp, "aten::add", start, 600, 1, NONE),
+                    (
+                        Kind::Runtime,
+                        "cudaStreamSynchronize",
+                        start + 600,
+                        sync,
+                        1,
+                        NONE,
+                    ),
+                    (Kind::Kernel, "k", start + 900, 100, 1, NONE),
+                ]
+            })
+        };
+        let waiting = starved(&step(200));
+        assert!(waiting.contains("synchronisation"), "{waiting}");
+        let busy_cpu = step(40);
+        assert!(!busy_cpu.mean.synchronising());
+        let advice = starved(&busy_cpu);
+        assert!(advice.contains("cannot keep up"), "{advice}");
+        assert!(!advice.contains(".item()"), "{advice}");
     }
 
     #[test]
