@@ -51,6 +51,15 @@ fn lm_leak_nan_has_its_nonfinite_events_and_report() {
     );
 }
 
+/// A TensorBoard directory given itself (`gpuscope report RUN/tensorboard`): its event
+/// files are the memory records, as the report reads them, not absent.
+#[test]
+fn a_tensorboard_directory_is_its_own_memory_source() {
+    let s = sources_of("lm_leak_nan/tensorboard");
+    assert_eq!(names(&s, Source::Memory), ["tensorboard"]);
+    assert!(!absent(&s).contains(&Source::Memory), "{:?}", absent(&s));
+}
+
 #[test]
 fn a_run_with_records_only_says_what_would_have_written_the_rest() {
     let s = sources_of("hf");

@@ -19,7 +19,7 @@ use crate::model::tensorboard::DataKind;
 use crate::{Error, Result};
 
 /// Where a run's records are.
-enum Source {
+pub(crate) enum RecordSource {
     /// JSONL files or `tensor_profile_*.log` text logs.
     Files(Vec<PathBuf>),
     /// A TensorBoard event file or log directory.
@@ -33,13 +33,13 @@ pub fn load_run(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<R
     let source = if meta.is_dir() {
         run_source(path)?
     } else if is_event_file_name(&file_name(path)) {
-        Source::TensorBoard(path.to_path_buf())
+        RecordSource::TensorBoard(path.to_path_buf())
     } else {
-        Source::Files(vec![path.to_path_buf()])
+        RecordSource::Files(vec![path.to_path_buf()])
     };
     let mut ranks = match source {
-        Source::Files(files) => read_files(files, progress)?,
-        Source::TensorBoard(dir) => read_tensorboard(&dir, progress)?,
+        RecordSource::Files(files) => read_files(files, progress)?,
+        RecordSource::TensorBoard(dir) => read_tensorboard(&dir, progress)?,
     };
     for r in &mut ranks {
         if !r.records.is_sorted_by_key(|rec| rec.iteration) {
@@ -255,15 +255,15 @@ fn read_file(path: &Path, progress: &mut Progress) -> Result<ReadRecords> {
 
 /// The records of a run directory: JSONL when there is any, else the text logs, else its
 /// TensorBoard event files (in `tensorboard/` or the directory itself).
-fn run_source(dir: &Path) -> Result<Source> {
+pub(crate) fn run_source(dir: &Path) -> Result<RecordSource> {
     let mut files = record_files(dir)?;
     files.sort();
     if !files.is_empty() {
-        return Ok(Source::Files(files));
+        return Ok(RecordSource::Files(files));
     }
     let tensorboard = dir.join("tensorboard");
     if tensorboard.is_dir() {
-        return Ok(Source::TensorBoard(tensorboard));
+        return Ok(RecordSource::TensorBoard(tensorboard));
     }
     // A directory of runs: reading their event files as one run would pass them off as
     // its ranks.
@@ -280,7 +280,7 @@ fn run_source(dir: &Path) -> Result<Source> {
         ));
     }
     if has_event_files(dir) {
-        return Ok(Source::TensorBoard(dir.to_path_buf()));
+        return Ok(RecordSource::TensorBoard(dir.to_path_buf()));
     }
     Err(Error::bad_input(
         dir,

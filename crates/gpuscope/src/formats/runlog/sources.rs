@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::load::record_files;
+use super::load::{run_source, RecordSource};
 use super::paths::oom_report_rank;
 use crate::formats::trace::load::is_trace_file_name;
 use crate::model::sources::{Absent, Found, Source, Sources};
@@ -33,16 +33,13 @@ pub fn run_sources(run_dir: &Path) -> Result<Sources> {
 
 fn files_of(dir: &Path, source: Source) -> Result<Vec<PathBuf>> {
     match source {
-        // As `gpuscope report` reads them: JSONL, else text logs, else TensorBoard tags.
-        Source::Memory => {
-            let files = record_files(dir)?;
-            let tensorboard = dir.join("tensorboard");
-            Ok(if files.is_empty() && tensorboard.is_dir() {
-                vec![tensorboard]
-            } else {
-                files
-            })
-        }
+        // As `gpuscope report` reads them: JSONL, else text logs, else TensorBoard tags
+        // (`tensorboard/`, or the event files of a TensorBoard directory given itself).
+        Source::Memory => Ok(match run_source(dir) {
+            Ok(RecordSource::Files(files)) => files,
+            Ok(RecordSource::TensorBoard(events)) => vec![events],
+            Err(_) => Vec::new(), // a directory of runs, or none: no records of its own
+        }),
         Source::Trace => listed(&dir.join("profiler_traces"), is_trace_file_name),
         Source::Snapshot => listed(&dir.join("snapshots"), |name| {
             name.ends_with(".pickle") || oom_report_rank(name).is_some()
