@@ -138,3 +138,23 @@ def test_disabled_or_modelless_profilers_record_nothing(tmp_path: Path) -> None:
         bare.record_gradients(0)
         bare.step(0)
     assert "gradients" not in records(tmp_path / "bare")[0]
+
+
+def test_shared_norms_are_not_taken_for_a_new_gradient_at_a_freed_ones_address() -> None:
+    """The norms kept for one iteration's gradients are not handed out for the next
+    one's, even when Python gives a new gradient the ``id()`` of a freed one (it often
+    does) and both are at version 0: a loop that skips ``step()`` after ``check_finite``
+    raises never forgets them, and a finite iteration then read NaN."""
+    from gpuscope.health.norms import GradientNorms
+
+    norms = GradientNorms()
+    reused = 0
+    for _ in range(50):
+        bad = torch.full((3,), float("nan"))
+        assert norms.of([bad])[0].isnan()
+        old = id(bad)
+        del bad
+        good = torch.ones(3)
+        reused += id(good) == old
+        assert norms.of([good])[0].item() == pytest.approx(3**0.5)
+    assert reused, "Python never reused an id: the case this test is about did not happen"
