@@ -85,9 +85,9 @@ pub(crate) fn write_table(
 
 /// Writes `text` wrapped to `width` columns, continuation lines indented by four. Lines
 /// break only at spaces: never at a hyphen inside a word, which would cut paths
-/// (`/home/c-` then `kaitwang/...`) and names that must be copied whole, never inside a
-/// word longer than the line (it runs past the width instead), and never between a
-/// number and its unit.
+/// (`/home/c-` then `kaitwang/...`) and names that must be copied whole, and never
+/// between a number and its unit. A word longer than the line is cut at the width: the
+/// output stays within it.
 pub(crate) fn paragraph(
     out: &mut dyn std::io::Write,
     text: &str,
@@ -95,7 +95,6 @@ pub(crate) fn paragraph(
 ) -> std::io::Result<()> {
     let options = textwrap::Options::new(width as usize)
         .subsequent_indent("    ")
-        .break_words(false)
         .word_splitter(textwrap::WordSplitter::NoHyphenation);
     for line in textwrap::wrap(&units_attached(text), options) {
         writeln!(out, "{}", line.replace(UNBROKEN_SPACE, " "))?;
@@ -195,14 +194,15 @@ mod tests {
     }
 
     #[test]
-    fn a_number_keeps_its_unit_and_a_long_path_is_not_cut() {
-        let lines = wrapped("used 12 % of the device within 1043773 µs) and 5 MiB", 14);
+    fn a_number_keeps_its_unit_and_a_path_is_not_cut_at_its_hyphens() {
+        let lines = wrapped("used 12 % of the device within 1043773 µs) and 5 MiB", 16);
         assert!(lines.iter().any(|l| l.contains("12 %")), "{lines:?}");
         assert!(lines.iter().any(|l| l.contains("1043773 µs)")), "{lines:?}");
         assert!(lines.iter().any(|l| l.contains("5 MiB")), "{lines:?}");
-        let path = "/work/shared/data/gpu-h200/lm_clean/profiler_traces/x.pt.trace.json.gz";
-        let lines = wrapped(&format!("trace {path} read"), 40);
+        let path = "/data/gpu-h200/lm-clean/x.pt.trace.json.gz";
+        let lines = wrapped(&format!("the trace {path} was read"), 48);
         assert!(lines.iter().any(|l| l.trim() == path), "{lines:?}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 48), "{lines:?}");
     }
 
     #[test]

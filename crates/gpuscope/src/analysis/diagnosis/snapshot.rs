@@ -95,6 +95,11 @@ fn oom(run: &RunInputs, rank: u32, event: &OomEvent) -> Finding {
         _ => {}
     }
     let next = match saved {
+        // What was alive does not explain a request larger than the device.
+        _ if event.impossible => format!(
+            "the line of the traceback in {} that computes the size",
+            file_name(&event.report)
+        ),
         Some(s) => match &s.path {
             Some(path) => format!("gpuscope snapshot {}", path.display()),
             None => format!(
@@ -102,9 +107,6 @@ fn oom(run: &RunInputs, rank: u32, event: &OomEvent) -> Finding {
                 s.named
             ),
         },
-        None if event.impossible => "the line in the report's traceback that computes the \
-                                     size"
-            .to_owned(),
         None => {
             "gpuscope.oom_guard on CUDA saves the allocator snapshot with the report".to_owned()
         }

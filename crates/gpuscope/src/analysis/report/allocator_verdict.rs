@@ -225,7 +225,8 @@ fn reason(f: &Fragmentation, records: &[MemoryRecord]) -> String {
     );
     match f.verdict {
         Verdict::Cache => format!(
-            "no allocation retries or out-of-memory errors in {iterations}: the {:.1}% of \
+            "the allocator's counters show no retries or out-of-memory errors in the \
+             records of {iterations}: the {:.1}% of \
              reserved memory not allocated is the caching allocator keeping freed blocks \
              for reuse, not fragmentation",
             f.percent
