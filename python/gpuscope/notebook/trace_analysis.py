@@ -159,9 +159,7 @@ class TraceAnalysis:
             | {c: "float64" for c in columns[1:6]}
         )
         kernels_df = kernels_df.sort_values(["kernel_type", "name", "rank"], ignore_index=True)
-        kernels_df = kernels_df.rename(
-            columns={"sum": "sum (us)", "max": "max (us)", "min": "min (us)", "mean": "mean (us)"}
-        )
+        kernels_df = kernels_df.rename(columns=_IN_US)
         if visualize:
             show(type_df, "Kernel type breakdown", "kernel_type", "percentage")
         return type_df, kernels_df
@@ -200,9 +198,7 @@ class TraceAnalysis:
         df = pd.concat(parts, ignore_index=True)[columns]
         df = df.astype({"name": "str", "rank": "int64"} | {c: "float64" for c in columns[1:6]})
         df = df.sort_values(["rank", "name"], ignore_index=True)
-        df = df.rename(
-            columns={"sum": "sum (us)", "max": "max (us)", "min": "min (us)", "mean": "mean (us)"}
-        )
+        df = df.rename(columns=_IN_US)
         if visualize:
             show(df, "User annotation distribution on each rank", "name", "sum (us)")
         return df
@@ -646,6 +642,10 @@ def _analysed(memory: bool) -> list[str]:
     return ["COMPUTATION", "COMMUNICATION", *(["MEMORY"] if memory else [])]
 
 
+# The statistics' columns as HTA names them in its breakdowns.
+_IN_US = {"sum": "sum (us)", "max": "max (us)", "min": "min (us)", "mean": "mean (us)"}
+
+
 def _fold_others(
     kernels: pd.DataFrame,
     duration_ratio: float,
@@ -661,7 +661,7 @@ def _fold_others(
     cumsum = rows["sum"].cumsum()
     folded = (cumsum > cumsum.quantile(duration_ratio)) | (rows.index >= num_kernels)
     if keep is not None:
-        folded &= ~rows["name"].map(lambda n: keep.search(n) is not None).astype(bool)
+        folded &= ~rows["name"].str.contains(keep)
     names = rows["name"].where(~folded, "others")
     grouped = rows["sum"].groupby(names).agg(["sum", "max", "min", "mean", "std"])
     grouped = grouped.rename(columns={"std": "stddev"}).fillna({"stddev": 0.0})

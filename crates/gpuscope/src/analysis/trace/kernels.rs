@@ -161,11 +161,7 @@ pub fn kernel_stats(
     keep: impl Fn(usize) -> bool,
 ) -> Vec<KernelStats> {
     let gpu = scope.gpu.iter().copied().filter(|&i| keep(i));
-    let rows = durations_by_name(trace, scope, gpu);
-    let total = total(&rows);
-    rows.iter()
-        .map(|row| named_stats(trace, row, total))
-        .collect()
+    stats_by_name(trace, scope, gpu, KernelType::of)
 }
 
 /// Every name of the user annotations (`record_function` ranges) of `scope` of `kind` —
@@ -174,10 +170,24 @@ pub fn kernel_stats(
 pub fn annotation_stats(trace: &Trace, scope: &Scope, kind: Kind) -> Vec<KernelStats> {
     let e = &trace.events;
     let all = scope.cpu.iter().chain(&scope.gpu).copied();
-    let rows = durations_by_name(trace, scope, all.filter(|&i| e.kind[i] == kind));
+    stats_by_name(trace, scope, all.filter(|&i| e.kind[i] == kind), |_| None)
+}
+
+/// The statistics of `events` by name, largest total first, each typed by `type_of` its
+/// name; shares of their total.
+fn stats_by_name<T: Into<Option<KernelType>>>(
+    trace: &Trace,
+    scope: &Scope,
+    events: impl IntoIterator<Item = usize>,
+    type_of: impl Fn(&str) -> T,
+) -> Vec<KernelStats> {
+    let rows = durations_by_name(trace, scope, events);
     let total = total(&rows);
     rows.iter()
-        .map(|(name, durations)| stats(trace.names.get(*name), None, durations, total))
+        .map(|(name, durations)| {
+            let name = trace.names.get(*name);
+            stats(name, type_of(name).into(), durations, total)
+        })
         .collect()
 }
 

@@ -113,8 +113,13 @@ pub struct Step {
 impl Step {
     /// The share of the step in `category`, percent.
     pub fn percent(&self, category: Category) -> f64 {
+        self.share(self.breakdown_us[category as usize])
+    }
+
+    /// `us` as a share of the step, percent (0 for an empty step).
+    fn share(&self, us: f64) -> f64 {
         if self.duration_us > 0.0 {
-            self.breakdown_us[category as usize] * 100.0 / self.duration_us
+            us * 100.0 / self.duration_us
         } else {
             0.0
         }
@@ -123,11 +128,8 @@ impl Step {
     /// The share of the step its runtime calls spent waiting for the GPU or a copy,
     /// percent.
     pub fn waiting_percent(&self) -> f64 {
-        let waiting = self.runtime_us.get(RuntimePart::Waiting as usize).copied();
-        match waiting {
-            Some(us) if self.duration_us > 0.0 => us * 100.0 / self.duration_us,
-            _ => 0.0,
-        }
+        let waiting = self.runtime_us.get(RuntimePart::Waiting as usize);
+        self.share(waiting.copied().unwrap_or(0.0))
     }
 
     /// Whether synchronisation holds the step back: its runtime calls wait for the GPU
@@ -138,20 +140,12 @@ impl Step {
 
     /// The share of the step the CPU spent in the data loader, percent.
     pub fn dataloader_cpu_percent(&self) -> f64 {
-        if self.duration_us > 0.0 {
-            self.dataloader_cpu_us * 100.0 / self.duration_us
-        } else {
-            0.0
-        }
+        self.share(self.dataloader_cpu_us)
     }
 
     /// The share of the step in which GPU work replayed from CUDA graphs ran, percent.
     pub fn graph_replay_percent(&self) -> f64 {
-        if self.duration_us > 0.0 {
-            self.graph_replay_us * 100.0 / self.duration_us
-        } else {
-            0.0
-        }
+        self.share(self.graph_replay_us)
     }
 
     /// The part of the runtime column that took the most of it (of equal parts, the first
