@@ -34,7 +34,7 @@ from _chromium import (
     dump_dom,
     screenshot,
 )
-from _helpers import accumulator, f32, gpuscope_cli
+from _helpers import SHARED_DATA, accumulator, f32, gpuscope_cli, shared_file
 from torch import nn
 
 # The report's thresholds, as documented: ×100 either way.
@@ -369,9 +369,13 @@ CLIP_EVERY = 5
 MAX_NORM = 5.0
 
 
-def train_clipped(run_dir: Path, iterations: int) -> list[float]:
+def train_clipped(
+    run_dir: Path, iterations: int, poisoned: frozenset[int] = frozenset()
+) -> list[float]:
     """A small regression with fresh batches, gradients clipped at MAX_NORM; the test's
-    own float64 global norm (before clipping) of every iteration."""
+    own float64 global norm (before clipping) of every iteration. The ``poisoned``
+    iterations get a NaN batch and skip clipping and the step, as a loop that skips
+    non-finite steps does."""
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -380,22 +384,28 @@ def train_clipped(run_dir: Path, iterations: int) -> list[float]:
     with gpuscope.MemoryProfiler(run_dir, model=model, optimizer=opt, every=CLIP_EVERY) as scope:
         for it in range(iterations):
             x = torch.randn(16, 8) * (1 + it % 3)
+            if it in poisoned:
+                x = x * math.nan
             opt.zero_grad(set_to_none=True)
             (model(x) - x @ w).pow(2).mean().backward()
             scope.record_gradients(it, clip_max_norm=MAX_NORM)
             norms.append(flat_norm([p.grad for p in model.parameters() if p.grad is not None]))
-            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
-            opt.step()
+            if it not in poisoned:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
+                opt.step()
             scope.step(it)
     # No norm so close to the threshold that float32 and float64 could disagree.
-    assert all(abs(n / MAX_NORM - 1) > 1e-4 for n in norms)
+    assert all(abs(n / MAX_NORM - 1) > 1e-4 for n in norms if math.isfinite(n))
     return norms
 
 
 def expected_clipping(norms: list[float]) -> tuple[float, float]:
-    clipped = [MAX_NORM / n for n in norms if n > MAX_NORM]
-    assert 0 < len(clipped) < len(norms), "the loop should clip some iterations, not all"
-    return len(clipped) * 100 / len(norms), sum(clipped) / len(clipped)
+    """The share of the iterations with a finite norm that clipping scaled down (a NaN
+    norm neither clips nor passes), and their mean factor."""
+    finite = [n for n in norms if math.isfinite(n)]
+    clipped = [MAX_NORM / n for n in finite if n > MAX_NORM]
+    assert 0 < len(clipped) < len(finite), "the loop should clip some iterations, not all"
+    return len(clipped) * 100 / len(finite), sum(clipped) / len(clipped)
 
 
 def test_clipped_percent_is_the_share_of_iterations_the_test_counts(tmp_path: Path) -> None:
@@ -409,6 +419,44 @@ def test_clipped_percent_is_the_share_of_iterations_the_test_counts(tmp_path: Pa
     assert flow["mean_clip_factor"] == pytest.approx(factor, rel=1e-5)
     text = report_text(tmp_path)
     assert f"clipping bit on {percent:.1f}% of the iterations" in " ".join(text.split())
+
+
+def test_clipped_percent_leaves_out_iterations_with_a_nan_norm(tmp_path: Path) -> None:
+    """NaN gradients between records (counted on the device) and at a recorded
+    iteration (read at once): neither counts as clipped or as passing."""
+    iterations = 5 * CLIP_EVERY + 1
+    poisoned = frozenset({6, 7, 10, 18})
+    norms = train_clipped(tmp_path, iterations, poisoned)
+    assert [k for k, n in enumerate(norms) if not math.isfinite(n)] == sorted(poisoned)
+    percent, factor = expected_clipping(norms)
+    flow = report_json(tmp_path)["runs"][0]["gradients"]
+    assert flow["clipped_percent"] == pytest.approx(percent, rel=1e-9)
+    assert flow["mean_clip_factor"] == pytest.approx(factor, rel=1e-5)
+    records = [json.loads(line) for line in (tmp_path / "profiles" / "memory.jsonl").open()]
+    finite = [r["gradients"]["finite"] for r in records if "gradients" in r]
+    assert finite == [1, 5, 2, 5, 4, 5]  # iterations 0, 1-5, 6-10, 11-15, 16-20, 21-25
+
+
+def test_the_h200_nan_run_names_its_first_nan_record_and_clips_on_finite_norms() -> None:
+    """A real H200 run whose loss went NaN at iteration 70, recorded before records said
+    how many iterations had a finite norm: the records whose own norm is null are left
+    out of the clipping share (the documented rule for such runs), and the finding
+    names how many records were NaN and the first one, read here from the records."""
+    run = shared_file(SHARED_DATA / "gpu-h200" / "lm_leak_nan")
+    records = [json.loads(line) for line in (run / "profiles" / "memory.jsonl").open()]
+    grads = [r["gradients"] for r in records if "gradients" in r]
+    assert not any("finite" in g for g in grads)
+    nan = [g["iteration"] for g in grads if g["global_norm"] is None]
+    kept = [g for g in grads if g["global_norm"] is not None]
+    percent = sum(g["clipped"] for g in kept) * 100 / sum(g["measured"] for g in kept)
+    doc = report_json(run)
+    flow = doc["runs"][0]["gradients"]
+    assert flow["clipped_percent"] == pytest.approx(percent, rel=1e-12)
+    assert (flow["nonfinite_records"], flow["first_nonfinite"]) == (len(nan), nan[0])
+    assert flow["global"]["verdict"] == "non_finite"
+    finding = next(f for f in doc["diagnoses"][0]["findings"] if f["kind"] == "gradient_flow")
+    said = f"in {len(nan)} of {len(grads)} records, the first at iteration {nan[0]}"
+    assert said in finding["summary"]
 
 
 def test_clipped_percent_covers_the_iterations_up_to_the_last_record(tmp_path: Path) -> None:

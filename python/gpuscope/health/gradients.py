@@ -58,10 +58,12 @@ class GradientFlow:
         self.module_depth = module_depth
         self._pending: dict[str, Any] | None = None
         self._measured = 0
+        self._finite = 0
         self._clipped = 0
         self._factors: list[float] = []
-        # Clipping between records, on the device: (times clipped, sum of the factors).
-        self._on_device: tuple[torch.Tensor, torch.Tensor] | None = None
+        # Clipping between records, on the device: times clipped, sum of the factors,
+        # iterations whose norm was finite.
+        self._on_device: torch.Tensor | None = None
 
     def measure(self, iteration: int, clip_max_norm: float | None, full: bool) -> None:
         """One measurement; ``full`` keeps the norms for the next record (otherwise only
@@ -83,6 +85,8 @@ class GradientFlow:
             if clip_max_norm is not None:
                 self._count_clipping(grads, clip_max_norm)
             return
+        # A NaN norm neither clips nor passes: the share is of the finite ones.
+        self._finite += math.isfinite(global_norm)
         if clip_max_norm is not None and global_norm > clip_max_norm:
             self._clipped += 1
             self._factors.append(clip_max_norm / global_norm)
@@ -125,11 +129,10 @@ class GradientFlow:
         norm = torch.linalg.vector_norm(torch.stack(self.norms.of(grads)).double())
         clipped = norm > clip_max_norm
         if self._on_device is None:
-            zero = torch.zeros((), dtype=torch.float64, device=norm.device)
-            self._on_device = (zero, zero.clone())
-        count, factors = self._on_device
-        count.add_(clipped)
-        factors.add_(torch.where(clipped, clip_max_norm / norm, 0.0))
+            self._on_device = torch.zeros(3, dtype=torch.float64, device=norm.device)
+        factor = torch.where(clipped, clip_max_norm / norm, 0.0)
+        # `norm < inf` is false for NaN and infinity alike; one add for the three counts.
+        self._on_device.add_(torch.stack([clipped, factor, norm < math.inf]))
 
     def after_step(self) -> None:
         """After the optimizer step of a measured iteration: the update/weight ratios,
@@ -165,19 +168,21 @@ class GradientFlow:
         """The latest full measurement with the clipping counts since the last call."""
         if self._pending is None:
             return None
-        clipped, factors = self._clipped, sum(self._factors)
+        clipped, factors, finite = self._clipped, sum(self._factors), self._finite
         if self._on_device is not None:
             # The one read of the counters, at record time.
-            more, more_factors = torch.stack(self._on_device).tolist()
+            more, more_factors, more_finite = self._on_device.tolist()
             clipped, factors = clipped + round(more), factors + more_factors
+            finite += round(more_finite)
             self._on_device = None
         out = {
             **self._pending,
             "measured": self._measured,
+            "finite": finite,
             "clipped": clipped,
             "mean_clip_factor": factors / clipped if clipped else None,
         }
         self._pending = None
-        self._measured = self._clipped = 0
+        self._measured = self._finite = self._clipped = 0
         self._factors = []
         return out

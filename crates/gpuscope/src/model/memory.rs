@@ -98,6 +98,11 @@ pub struct GradientStats {
     pub clipped: u64,
     /// Mean of max_norm / global_norm over the clipped ones.
     pub mean_clip_factor: Option<f64>,
+    /// Of the measured iterations, the ones whose global norm was finite: clipping is
+    /// judged on those alone (a NaN norm neither clips nor passes). Absent in runs
+    /// recorded before it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finite: Option<u64>,
     /// ‖w_after − w_before‖ / ‖w_before‖ across the optimizer step of the measured
     /// iteration (opt-in: `update_ratio=True`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -105,6 +110,37 @@ pub struct GradientStats {
     /// The same per submodule.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub module_update_ratios: BTreeMap<String, Option<f64>>,
+}
+
+/// Clipping over one record's interval, counted on the iterations it can be judged on.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Clipping {
+    /// Iterations whose global norm was finite.
+    pub checked: u64,
+    /// Of those, the ones clipping scaled down.
+    pub clipped: u64,
+    /// Sum of their scale factors.
+    pub factor_sum: f64,
+}
+
+impl GradientStats {
+    /// The interval's clipping, `None` when the run did not clip. Records from before
+    /// `finite` was written count every measured iteration, except that a record whose
+    /// own norm was non-finite is left out whole: how many of its iterations were
+    /// finite is unknown.
+    pub fn clipping(&self) -> Option<Clipping> {
+        self.clip_max_norm?;
+        let checked = match self.finite {
+            Some(finite) => finite,
+            None if self.global_norm.is_none() => return Some(Clipping::default()),
+            None => self.measured,
+        };
+        Some(Clipping {
+            checked,
+            clipped: self.clipped,
+            factor_sum: self.mean_clip_factor.unwrap_or(0.0) * self.clipped as f64,
+        })
+    }
 }
 
 /// One timed section's figures over a record's interval: wall time on CPU, GPU time from
@@ -400,6 +436,7 @@ mod tests {
         let record = MemoryRecord {
             gradients: Some(GradientStats {
                 update_ratio: Some(0.1),
+                finite: Some(1),
                 module_update_ratios: BTreeMap::from([("fc".to_owned(), None)]),
                 ..GradientStats::default()
             }),

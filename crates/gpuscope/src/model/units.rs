@@ -63,9 +63,29 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// A count and its noun, the noun in the plural unless there is one:
+/// `1 launch`, `3 launches`, `2 ranks`.
+pub fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else if ["s", "sh", "ch", "x"].iter().any(|end| noun.ends_with(end)) {
+        format!("{n} {noun}es")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::ByteUnit;
+    use super::{counted, ByteUnit};
+
+    #[test]
+    fn a_count_of_one_keeps_its_noun_singular() {
+        assert_eq!(counted(1, "CUDA graph launch"), "1 CUDA graph launch");
+        assert_eq!(counted(2, "launch"), "2 launches");
+        assert_eq!(counted(0, "rank"), "0 ranks");
+        assert_eq!(counted(3, "call site"), "3 call sites");
+    }
 
     #[test]
     fn units_convert_both_ways() {

@@ -7,6 +7,7 @@ use super::finding::{Anchor, Finding, FindingKind, FindingSource, Severity, Stak
 use super::RunInputs;
 use crate::analysis::report::gradients::Verdict;
 use crate::analysis::report::RunReport;
+use crate::model::units::counted;
 
 /// A section whose time per call grew by this many percent (last third of the run against
 /// the first) is medium...
@@ -50,9 +51,9 @@ fn nonfinite(rank: &RunReport) -> Vec<Finding> {
                 kind: FindingKind::Nonfinite,
                 severity: Severity::High,
                 summary: format!(
-                    "NaN/Inf in {span}{first_component}; {} parameter(s) with non-finite \
-                     gradients; training was told to {}",
-                    e.nonfinite_parameters.len(),
+                    "NaN/Inf in {span}{first_component}; {} with non-finite gradients; \
+                     training was told to {}",
+                    counted(e.nonfinite_parameters.len(), "parameter"),
                     e.action
                 ),
                 stake: Stake::Iterations {
@@ -171,18 +172,22 @@ fn gradients(rank: &RunReport) -> Option<Finding> {
         Verdict::NonFinite => (
             Severity::Medium,
             format!(
-                "gradient norms went NaN/Inf in the last third ({} module(s) flagged)",
-                flagged.len()
+                "gradient norms NaN/Inf in {} of {} records, the first at iteration {} \
+                 ({} flagged)",
+                flow.nonfinite_records,
+                flow.measurements,
+                flow.first_nonfinite.unwrap_or_default(),
+                counted(flagged.len(), "module")
             ),
             "see the non-finite finding: the first module and autograd node",
         ),
         verdict => (
             Severity::Medium,
             format!(
-                "gradient norms: global {}, {}; {} module(s) flagged{}",
+                "gradient norms: global {}, {}; {} flagged{}",
                 norm_change(global.early, global.late),
                 verdict_word(verdict),
-                flagged.len(),
+                counted(flagged.len(), "module"),
                 flagged.first().map_or(String::new(), |m| format!(
                     ", first {} ({})",
                     m.name,

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::trend::median;
-use crate::model::memory::{GradientStats, MemoryRecord};
+use crate::model::memory::{Clipping, GradientStats, MemoryRecord};
 
 /// Change of a norm between the first and the last third of the run beyond which it is
 /// called vanishing (÷) or exploding (×): two orders of magnitude, more than a healthy
@@ -52,13 +52,17 @@ pub struct GradientFlow {
     pub global: NormTrend,
     /// Per module, the ones that vanish or explode first, then by name.
     pub modules: Vec<NormTrend>,
-    /// Share of the checked iterations where clipping scaled the gradients, percent;
-    /// `null` when the run did not clip.
+    /// Share of the iterations with a finite global norm where clipping scaled the
+    /// gradients, percent; `null` when the run did not clip or no norm was finite.
     pub clipped_percent: Option<f64>,
     /// Mean scale factor of the clipped iterations.
     pub mean_clip_factor: Option<f64>,
     /// Zero gradient elements at the last measurement, percent.
     pub zero_percent: f64,
+    /// Records whose global norm was NaN or infinite.
+    pub nonfinite_records: usize,
+    /// The iteration of the first of them.
+    pub first_nonfinite: Option<i64>,
 }
 
 /// The gradient flow of `records` (ordered by iteration); `None` when none has gradients.
@@ -88,22 +92,23 @@ pub fn gradient_flow(records: &[MemoryRecord]) -> Option<GradientFlow> {
         })
         .collect();
     modules.sort_by_key(|t| (t.verdict == Verdict::Steady, t.name.clone()));
-    let clipping: Vec<&&GradientStats> =
-        stats.iter().filter(|g| g.clip_max_norm.is_some()).collect();
-    let measured: u64 = clipping.iter().map(|g| g.measured).sum();
-    let clipped: u64 = clipping.iter().map(|g| g.clipped).sum();
-    // Each record's mean factor weighs as many clipped iterations as it stands for.
-    let factor_sum: f64 = clipping
+    let clipping: Vec<Clipping> = stats.iter().filter_map(|g| g.clipping()).collect();
+    let checked: u64 = clipping.iter().map(|c| c.checked).sum();
+    let clipped: u64 = clipping.iter().map(|c| c.clipped).sum();
+    let factor_sum: f64 = clipping.iter().map(|c| c.factor_sum).sum();
+    let nonfinite: Vec<&&GradientStats> = stats
         .iter()
-        .filter_map(|g| Some(g.mean_clip_factor? * g.clipped as f64))
-        .sum();
+        .filter(|g| !g.global_norm.is_some_and(f64::is_finite))
+        .collect();
     Some(GradientFlow {
         measurements: stats.len(),
         global,
         modules,
-        clipped_percent: (measured > 0).then(|| clipped as f64 * 100.0 / measured as f64),
+        clipped_percent: (checked > 0).then(|| clipped as f64 * 100.0 / checked as f64),
         mean_clip_factor: (clipped > 0).then(|| factor_sum / clipped as f64),
         zero_percent: last.zero_percent,
+        nonfinite_records: nonfinite.len(),
+        first_nonfinite: nonfinite.first().map(|g| g.iteration),
     })
 }
 
@@ -189,7 +194,7 @@ mod tests {
         let records: Vec<_> = [1.0, 2.0, 500.0]
             .iter()
             .enumerate()
-            .map(|(i, &h)| record(i as i64, (i < 2).then_some(h), h, 5))
+            .map(|(i, &h)| record(i as i64, (i < 2).then_some(h), h, 5 * u64::from(i < 2)))
             .collect();
         let flow = gradient_flow(&records).unwrap();
         assert_eq!(flow.global.verdict, Verdict::NonFinite);
@@ -197,6 +202,23 @@ mod tests {
         assert_eq!(head.verdict, Verdict::Exploding);
         assert_eq!(flow.clipped_percent, Some(50.0));
         assert_eq!(flow.mean_clip_factor, Some(0.5));
+        assert_eq!((flow.nonfinite_records, flow.first_nonfinite), (1, Some(2)));
+    }
+
+    #[test]
+    fn clipping_is_a_share_of_the_iterations_with_a_finite_norm() {
+        // Without `finite`, a record whose own norm was NaN is left out whole (above: 10
+        // of 20, not 10 of 30); with it, its finite iterations count.
+        let mut records: Vec<_> = (0..3).map(|i| record(i, Some(2.0), 2.0, 5)).collect();
+        let last = records[2].gradients.as_mut().unwrap();
+        (last.global_norm, last.finite) = (None, Some(6));
+        let flow = gradient_flow(&records).unwrap();
+        assert_eq!(flow.clipped_percent, Some(15.0 * 100.0 / 26.0));
+        assert_eq!(flow.mean_clip_factor, Some(0.5));
+        for g in records.iter_mut().filter_map(|r| r.gradients.as_mut()) {
+            g.finite = Some(0);
+        }
+        assert_eq!(gradient_flow(&records).unwrap().clipped_percent, None);
         assert!(gradient_flow(&[MemoryRecord::default()]).is_none());
     }
 }

@@ -123,10 +123,10 @@ pub fn record_scalars(record: &MemoryRecord) -> Vec<(String, f64)> {
             push(tag, value);
         }
         push("Grad/zero_percent".into(), g.zero_percent);
-        if g.clip_max_norm.is_some() && g.measured > 0 {
+        if let Some(c) = g.clipping().filter(|c| c.checked > 0) {
             push(
                 "Grad/clipped_percent".into(),
-                g.clipped as f64 * 100.0 / g.measured as f64,
+                c.clipped as f64 * 100.0 / c.checked as f64,
             );
         }
     }
