@@ -411,6 +411,19 @@ fn the_report_opens_with_the_health_in_text_json_and_html() {
     assert_eq!(doc["health"][1]["count"], 359);
     assert_eq!(doc["health"][1]["rank"], 0);
 
+    // Two traces without rank metadata both read as rank 0: the traces are counted,
+    // the rank named once.
+    let twice = [
+        file("traces/alexnet_single_gpu.json.gz"),
+        file("traces/alexnet_single_gpu.json.gz"),
+    ];
+    let text = rendered(&twice, Format::Text);
+    assert!(
+        text.contains("  no_memory_events (2 traces, rank 0): "),
+        "{text}"
+    );
+    assert!(!text.contains("ranks 0, 0"), "{text}");
+
     // A file name is text from the input: the page escapes it.
     let (_dir, traces) = linked(&[
         ("rank0<b>.json.gz", "resnet50_v100_memory_workers0.json.gz"),

@@ -12,7 +12,7 @@ use crate::analysis::snapshot::sites::SiteBytes;
 use crate::analysis::snapshot::SnapshotReport;
 use crate::model::memory::percent;
 use crate::model::oom::OomEvent;
-use crate::model::units::human_bytes;
+use crate::model::units::{counted, human_bytes};
 
 /// Call sites kept as evidence.
 const SITES: usize = 5;
@@ -187,10 +187,9 @@ fn never_freed(report: &SnapshotReport) -> Option<Finding> {
         kind: FindingKind::NeverFreed,
         severity: Severity::Medium,
         summary: format!(
-            "snapshot {}: {} call site(s) accumulate allocations never freed ({}); first \
-             {} ({})",
+            "snapshot {}: {} accumulate allocations never freed ({}); first {} ({})",
             file_name(&report.path),
-            sites.len(),
+            counted(sites.len(), "call site"),
             human_bytes(bytes),
             first.site,
             human_bytes(first.bytes)

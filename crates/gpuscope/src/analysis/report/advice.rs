@@ -177,7 +177,7 @@ fn near_full(last: &MemoryRecord, fragmentation: Option<&Fragmentation>) -> bool
 
 /// The counter that triggered allocator advice: the OOMs when there were any, else the
 /// retries.
-fn counted(f: &Fragmentation) -> (Figure, f64) {
+fn triggering_counter(f: &Fragmentation) -> (Figure, f64) {
     match (f.ooms.unwrap_or(0), f.alloc_retries.unwrap_or(0)) {
         (0, retries) => (Figure::AllocRetries, retries as f64),
         (ooms, _) => (Figure::Ooms, ooms as f64),
@@ -189,7 +189,7 @@ fn allocator_advice(f: &Fragmentation) -> Option<Advice> {
         Verdict::Cache => None,
         Verdict::Fragmented if f.expandable_segments == Some(true) => None,
         Verdict::Fragmented => {
-            let (figure, value) = counted(f);
+            let (figure, value) = triggering_counter(f);
             let set = match f.expandable_segments {
                 Some(false) => "it is off in this run",
                 _ => "unless it is on already",
@@ -206,7 +206,7 @@ fn allocator_advice(f: &Fragmentation) -> Option<Advice> {
             ))
         }
         Verdict::Pressure => {
-            let (figure, value) = counted(f);
+            let (figure, value) = triggering_counter(f);
             Some(Advice::new(
                 AdviceKind::FreeMemory,
                 figure,

@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::classify::Call;
 use super::graphs::{GraphReplays, Replays};
 use crate::model::trace::{file_name, Kind, RankFrom, Trace, TraceFile, NONE, NO_SHAPES};
+use crate::model::units::counted;
 use crate::model::words::words;
 
 words! {
@@ -219,12 +220,12 @@ fn step_starts(trace: &Trace) -> BTreeMap<String, (i64, i64)> {
 /// What the health issue on graph launches says of `graphs`.
 fn graphs_detail(graphs: &GraphReplays) -> String {
     format!(
-        "{} CUDA graph launches replayed {} kernels, copies and memsets ({:.1} ms of GPU \
+        "{} replayed {} kernels, copies and memsets ({:.1} ms of GPU \
          time) that no CPU operator launched: per-operator GPU time leaves them out (or \
          gives them to the operator that replayed the graph), though kernel and stream \
          figures count them. Profile once without CUDA graphs (torch.compile mode other \
          than \"reduce-overhead\") to see them by operator.",
-        graphs.launches,
+        counted(graphs.launches as usize, "CUDA graph launch"),
         graphs.work,
         graphs.gpu_us / 1000.0
     )

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::graphs::Replays;
 use crate::model::trace::{Kind, Trace, NONE, NO_SHAPES};
+use crate::model::units::counted;
 
 /// One operator, or one operator with one set of input shapes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -77,11 +78,11 @@ impl GraphCredit {
     /// What the operators' GPU time cannot attribute, in a sentence.
     pub fn note(&self) -> String {
         let mut note = format!(
-            "{:.1} ms of GPU work was replayed by {} CUDA graph launches: its operators were \
+            "{:.1} ms of GPU work was replayed by {}: its operators were \
              captured into the graphs and are not recorded at replay, so their GPU time is \
              not known.",
             self.gpu_us / 1000.0,
-            self.launches
+            counted(self.launches as usize, "CUDA graph launch")
         );
         if !self.credited_to.is_empty() {
             note.push_str(&format!(

@@ -15,6 +15,7 @@ use crate::formats::snapshot::{read_snapshot, Parts};
 use crate::formats::trace::load_traces;
 use crate::model::run::{RunRead, SnapshotFile};
 use crate::model::sources::{Source, Unreadable};
+use crate::model::units::counted;
 use crate::Result;
 
 /// Everything at `path`: a run directory, or a file of memory records (then the records
@@ -81,7 +82,10 @@ pub fn read_run(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<RunRe
                     unreadable(
                         Source::Gpu,
                         file,
-                        format!("{skipped} line(s) that are not samples were left out"),
+                        format!(
+                            "{} that are not samples were left out",
+                            counted(skipped, "line")
+                        ),
                     );
                 }
             }

@@ -14,7 +14,7 @@ use crate::analysis::diagnosis::finding::{Anchor, Finding, Severity};
 use crate::analysis::diagnosis::Diagnosis;
 use crate::analysis::report::Report;
 use crate::model::sources::Source;
-use crate::model::units::human_bytes;
+use crate::model::units::{counted, human_bytes};
 use crate::render::html::table;
 use crate::render::{paragraph, snapshot, trace};
 
@@ -56,28 +56,20 @@ fn read_line(d: &Diagnosis) -> String {
         .iter()
         .map(|f| {
             let count = match f.source {
-                Source::Memory => plural(s.memory_ranks, "rank"),
-                Source::Trace => plural(s.traces, "trace"),
-                Source::Gpu => plural(s.gpu_samples, "sample"),
+                Source::Memory => counted(s.memory_ranks, "rank"),
+                Source::Trace => counted(s.traces, "trace"),
+                Source::Gpu => counted(s.gpu_samples, "sample"),
                 Source::Snapshot | Source::Nonfinite | Source::Nsys => {
-                    plural(f.files.len(), "file")
+                    counted(f.files.len(), "file")
                 }
             };
             format!("{} ({count})", f.source)
         })
         .collect();
     if found.is_empty() {
-        format!("memory ({})", plural(s.memory_ranks, "rank"))
+        format!("memory ({})", counted(s.memory_ranks, "rank"))
     } else {
         found.join(", ")
-    }
-}
-
-fn plural(n: usize, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
     }
 }
 

@@ -17,6 +17,7 @@ use crate::analysis::report::summary::Figures;
 use crate::analysis::report::timeline::{Timeline, Unit};
 use crate::analysis::report::{Report, RunReport};
 use crate::model::memory::percent;
+use crate::model::units::counted;
 use crate::model::units::ByteUnit;
 use crate::render::html::{page_end, page_start, table};
 use crate::render::units::in_unit;
@@ -27,7 +28,7 @@ use crate::render::svg::{chart, Chart, Line, Marker};
 
 /// Writes the report as one HTML page.
 pub fn html(report: &Report, out: &mut dyn Write) -> io::Result<()> {
-    let mut page = page_start("gpuscope report", &format!("{} run(s)", report.runs.len()));
+    let mut page = page_start("gpuscope report", &counted(report.runs.len(), "run"));
     super::diagnosis::html_findings(&mut page, report);
     for (i, run) in report.runs.iter().enumerate() {
         run_section(&mut page, run, i);

@@ -15,6 +15,7 @@ use crate::analysis::trace::health::HealthIssue;
 use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
 use crate::analysis::trace::steps::Category;
+use crate::model::units::counted;
 use crate::render::html::{page_end, page_start, table, table_of_names};
 use crate::render::svg::{chart, Chart, Line};
 use crate::render::units::{figure, ByteUnit};
@@ -26,7 +27,7 @@ pub fn html(
     comparison: Option<&RankComparison>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let mut page = page_start("gpuscope trace", &format!("{} rank(s)", ranks.len()));
+    let mut page = page_start("gpuscope trace", &counted(ranks.len(), "rank"));
     health_section(&mut page, health);
     for r in ranks {
         rank_section(&mut page, r);

@@ -11,6 +11,7 @@ use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
 use crate::analysis::trace::steps::Category;
 use crate::model::trace::file_name;
+use crate::model::units::counted;
 use crate::render::short_names::{bare_name, clip};
 use crate::render::units::{figure, ByteUnit};
 use crate::render::{duration_text, paragraph, right_align, table, unbroken, write_table};
@@ -207,19 +208,24 @@ pub fn health_text(issues: &[HealthIssue], width: u16, out: &mut dyn Write) -> i
             .iter()
             .filter(|i| i.kind == issue.kind && i.rank.is_some())
             .collect();
-        let ranks: Vec<String> = these
-            .iter()
-            .filter_map(|i| i.rank)
-            .take(4)
-            .map(|r| r.to_string())
-            .collect();
-        let mut who = match these.len() {
+        let mut ranks: Vec<u32> = these.iter().filter_map(|i| i.rank).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        let named: Vec<String> = ranks.iter().take(4).map(|r| r.to_string()).collect();
+        let mut who = match ranks.len() {
             1 => format!("rank {rank}"),
-            n if n > 4 => format!("ranks {}, and {} more", ranks[..3].join(", "), n - 3),
-            _ => format!("ranks {}", ranks.join(", ")),
+            n if n > 4 => format!("ranks {}, and {} more", named[..3].join(", "), n - 3),
+            _ => format!("ranks {}", named.join(", ")),
+        };
+        // Traces without rank metadata all read as rank 0: count the traces instead.
+        let first = if ranks.len() < these.len() {
+            who = format!("{}, {who}", counted(these.len(), "trace"));
+            "the first one's figures".to_owned()
+        } else {
+            format!("rank {rank}'s figures")
         };
         if these.iter().any(|i| i.detail != issue.detail) {
-            who.push_str(&format!("; rank {rank}'s figures"));
+            who.push_str(&format!("; {first}"));
         }
         paragraph(
             out,
@@ -521,8 +527,9 @@ fn launch_stats(
     }
     if l.shorter_than_launch > 0 {
         let line = format!(
-            "{} launches ({:.0} %) ran shorter on the GPU than their launch call on the CPU.",
-            l.shorter_than_launch, l.shorter_than_launch_percent
+            "{} ({:.0} %) ran shorter on the GPU than their launch call on the CPU.",
+            counted(l.shorter_than_launch, "launch"),
+            l.shorter_than_launch_percent
         );
         paragraph(out, &line, width)?;
     }
