@@ -230,6 +230,27 @@ def test_the_h200_page_links_each_finding_to_its_evidence(chromium: str, tmp_pat
     assert page.charts_in.get(links["snapshot"], 0) >= 1
 
 
+def test_the_h200_peak_is_the_out_of_memory_records_when_it_held_more() -> None:
+    """The H200 run's out-of-memory error was caught at iteration 159 with more memory
+    allocated than any scheduled record saw: the peak finding gives the record the
+    error took (the one its report holds), not the scheduled records' highest."""
+    report = next((LM_CLEAN / "snapshots").glob("oom.*.txt")).read_text()
+    at_error, _ = json.JSONDecoder().raw_decode(report[report.index("record:") + 7 :].lstrip())
+    records = [json.loads(line) for line in (LM_CLEAN / "profiles" / "memory.jsonl").open()]
+    scheduled = max(r["allocator"]["peak_allocated_bytes"] for r in records)
+    assert at_error["allocator"]["allocated_bytes"] > scheduled
+    (d,) = diagnoses(LM_CLEAN)
+    peak = next(f for f in d["findings"] if f["kind"] == "peak")
+    evidence = peak["evidence"]
+    assert evidence["allocated_bytes"] == at_error["allocator"]["allocated_bytes"]
+    assert evidence["reserved_bytes"] == at_error["allocator"]["reserved_bytes"]
+    assert evidence["iteration"] == at_error["iteration"] == 159
+    assert (
+        evidence["categories_bytes"]["activations"] == (at_error["categories_bytes"]["activations"])
+    )
+    assert "when the out-of-memory error was caught (iteration 159)" in peak["summary"]
+
+
 def test_a_hostile_run_directory_name_is_text(
     chromium: str, leaking_run: Path, tmp_path: Path
 ) -> None:

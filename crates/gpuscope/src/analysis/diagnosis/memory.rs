@@ -11,7 +11,7 @@ use crate::analysis::report::advice::NEAR_FULL_PERCENT;
 use crate::analysis::report::allocator_verdict::Verdict;
 use crate::analysis::report::RunReport;
 use crate::analysis::snapshot::sites::SiteBytes;
-use crate::model::units::human_bytes;
+use crate::model::units::{counted, human_bytes};
 
 /// Reserved memory at the peak at this share of the device or more is medium: one larger batch
 /// or sequence from an out-of-memory error (the same line as the checkpointing advice's).
@@ -35,8 +35,8 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
                 FindingKind::SkippedRecords,
                 Severity::Low,
                 format!(
-                    "{} record line(s) could not be read and were left out",
-                    rank.skipped.len()
+                    "{} could not be read and were left out",
+                    counted(rank.skipped.len(), "record line")
                 ),
                 Stake::None,
                 Evidence::Unread {
@@ -96,7 +96,7 @@ fn peak(rank: &RunReport, alive: Option<(std::path::PathBuf, Vec<SiteBytes>)>) -
         .filter_map(|i| Some((i, total_at(i)?)))
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let value_at = |name: &str| timeline.get(name)?.values.get(at).copied().flatten();
-    let categories: BTreeMap<String, u64> = timeline
+    let mut categories: BTreeMap<String, u64> = timeline
         .series
         .iter()
         .filter_map(|s| {
@@ -105,9 +105,38 @@ fn peak(rank: &RunReport, alive: Option<(std::path::PathBuf, Vec<SiteBytes>)>) -
         })
         .collect();
     // The allocator's own peaks catch the top of an iteration, between records.
-    let (allocated, reserved) = match &rank.fragmentation {
+    let (mut allocated, mut reserved) = match &rank.fragmentation {
         Some(f) => (f.peak_allocated_bytes, Some(f.peak_reserved_bytes)),
         None => (bytes as u64, value_at("reserved").map(|v| v as u64)),
+    };
+    let mut iteration = timeline.iterations[at];
+    // The record an out-of-memory error took can hold more than any scheduled one (its
+    // interval's peak is not in the records when the error was caught and survived).
+    let at_oom = rank
+        .oom_events
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e,
+                e.at_error.as_ref()?,
+                e.at_error.as_ref()?.allocated_bytes?,
+            ))
+        })
+        .filter(|(_, _, bytes)| *bytes > allocated)
+        .max_by_key(|(_, _, bytes)| *bytes);
+    let where_ = if let Some((event, memory, bytes)) = at_oom {
+        allocated = bytes;
+        reserved = memory.reserved_bytes.or(reserved);
+        categories = memory
+            .categories_bytes
+            .measured()
+            .into_iter()
+            .map(|(name, b)| (name.to_owned(), b))
+            .collect();
+        iteration = event.iteration.unwrap_or(iteration);
+        format!(" when the out-of-memory error was caught (iteration {iteration})")
+    } else {
+        String::new()
     };
     let total = rank.summary.device_total_bytes;
     let held = reserved.unwrap_or(allocated);
@@ -118,7 +147,7 @@ fn peak(rank: &RunReport, alive: Option<(std::path::PathBuf, Vec<SiteBytes>)>) -
         Severity::Info
     };
     let mut summary = format!(
-        "memory peaked at {} allocated{}",
+        "memory peaked at {} allocated{}{where_}",
         human_bytes(allocated),
         reserved.map_or(String::new(), |r| format!(
             " and {} reserved",
@@ -131,10 +160,13 @@ fn peak(rank: &RunReport, alive: Option<(std::path::PathBuf, Vec<SiteBytes>)>) -
     let recorded: u64 = categories.values().sum();
     if let Some((name, top)) = categories.iter().max_by_key(|(_, b)| **b) {
         if recorded > 0 && *top > 0 {
+            let then = if where_.is_empty() {
+                format!("at the records' highest (iteration {iteration})")
+            } else {
+                "then".to_owned()
+            };
             summary.push_str(&format!(
-                "; at the records' highest (iteration {}) {name} is the largest category \
-                 ({:.0} %)",
-                timeline.iterations[at],
+                "; {then} {name} is the largest category ({:.0} %)",
                 *top as f64 * 100.0 / recorded as f64
             ));
         }
@@ -158,7 +190,7 @@ fn peak(rank: &RunReport, alive: Option<(std::path::PathBuf, Vec<SiteBytes>)>) -
         summary,
         Stake::Bytes { value: held, share },
         Evidence::Peak(PeakEvidence {
-            iteration: timeline.iterations[at],
+            iteration,
             allocated_bytes: allocated,
             reserved_bytes: reserved,
             device_total_bytes: total,
