@@ -32,8 +32,9 @@ with ``perf_counter`` (on CUDA after a synchronisation at both ends). Ratio: eac
 round's time over plain's in the same round, median over rounds. Peak memory: on CUDA,
 ``max_memory_allocated`` per variant; on CPU, each variant alone in a child process
 under ``/usr/bin/time`` (two rounds), its peak RSS. ops/it: the operators dispatched in
-one iteration not due for a record (on a GPU, kernel launches). Not a test: nothing
-asserts on time.
+one iteration not due for a record (on a GPU, kernel launches). Below each table, one
+``_foreach_norm`` over the gradients alone: the memory pass a check of every iteration
+cannot avoid, against the plain iteration. Not a test: nothing asserts on time.
 """
 
 from __future__ import annotations
@@ -167,6 +168,23 @@ def count_ops(v: Variant, x: Any, y: Any) -> int:
     return Count.n
 
 
+def gradient_pass_ms(v: Variant, sync: Callable[[], None], repeats: int = 30) -> float:
+    """Median ms of one ``torch._foreach_norm`` over the variant's gradients: the one
+    pass over every gradient element that a per-iteration non-finite check cannot do
+    without (memory-bound; what the check costs at least, whatever its bookkeeping)."""
+    import torch
+
+    grads = [p.grad for p in v.model.parameters() if p.grad is not None]
+    times = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        torch._foreach_norm(grads)
+        sync()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
 def setup(model_kind: str, device_name: str) -> tuple[Any, Any, Any, Any, Callable[[], None]]:
     import torch
 
@@ -216,6 +234,7 @@ def child(args: argparse.Namespace) -> None:
             v.ops = count_ops(v, x, y)
             if v.scope is not None:
                 v.scope.close()
+        pass_ms = gradient_pass_ms(variants[0], sync)
     params = sum(p.numel() for p in base.parameters())
     out = {
         "model": args.model,
@@ -223,6 +242,7 @@ def child(args: argparse.Namespace) -> None:
         "shape": SHAPES[args.model][device.type],
         "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
         "threads": torch.get_num_threads(),
+        "gradient_pass_ms": pass_ms,
         "variants": {
             v.name: {
                 "rounds_ms": v.rounds_ms,
@@ -268,6 +288,12 @@ def report(result: dict[str, Any], iterations: int, rss: dict[str, float]) -> fl
             f"{v['first_iteration_ms']:>10.1f} {peak:>8.1f} "
             f"{v['ops']:>7}"
         )
+    plain_ms = statistics.median(ms / iterations for ms in plain)
+    note(
+        f"one pass over the gradients (the non-finite check's least work per iteration): "
+        f"{result['gradient_pass_ms']:.3f} ms, {result['gradient_pass_ms'] / plain_ms:.1%} "
+        f"of a plain iteration"
+    )
     return ratios["all (zero-touch)"]
 
 
