@@ -47,13 +47,55 @@ LARGE = [
 ]
 
 
+# Categories of events on a CPU thread. HTA counts one as GPU work when it carries a
+# `stream` argument (Inductor's Triton launcher does); gpuscope does not.
+CPU_CATEGORIES = {"cpu_op", "cuda_runtime", "cuda_driver", "user_annotation", "python_function"}
+
+
+def cpu_events_with_a_stream(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in doc["traceEvents"]
+        if e.get("cat") in CPU_CATEGORIES and "stream" in e.get("args", {})
+    ]
+
+
 def trace_dir(tmp_path: Path, names: list[str]) -> str:
-    """A directory of links to the shared traces ``names``, as both tools take it."""
+    """A directory of the shared traces ``names``, as both tools take it: links, or a copy
+    without the ``stream`` argument of CPU events where a trace has one (so that both
+    tools read the same GPU work; ``test_a_cpu_op_with_a_stream_is_not_gpu_work`` covers
+    the original)."""
     d = tmp_path / "traces"
     d.mkdir(parents=True, exist_ok=True)
     for name in names:
-        os.symlink(shared_file(TRACES / name), d / name)
+        source = shared_file(TRACES / name)
+        doc = json.loads(gzip.decompress(source.read_bytes()))
+        launchers = cpu_events_with_a_stream(doc)
+        if not launchers:
+            os.symlink(source, d / name)
+            continue
+        for e in launchers:
+            del e["args"]["stream"]
+        (d / name).write_bytes(gzip.compress(json.dumps(doc).encode()))
     return str(d)
+
+
+def test_a_cpu_op_with_a_stream_is_not_gpu_work(tmp_path: Path) -> None:
+    """The Triton trace's launcher is a 95.8 µs ``cpu_op`` with ``args.stream``; its
+    kernel is a 1.76 µs ``kernel`` event. HTA's temporal breakdown counts the launcher
+    as GPU work; ours counts the trace's GPU events, as its JSON gives them."""
+    name = "triton_example.json.gz"
+    d = tmp_path / "original"
+    d.mkdir()
+    os.symlink(shared_file(TRACES / name), d / name)
+    doc = json.loads(gzip.decompress((d / name).read_bytes()))
+    assert [e["cat"] for e in cpu_events_with_a_stream(doc)] == ["cpu_op"]
+    gpu_us = sum(e["dur"] for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    ours = gpuscope.TraceAnalysis(trace_dir=str(d)).get_temporal_breakdown(visualize=False)
+    theirs = hta.TraceAnalysis(trace_dir=str(d)).get_temporal_breakdown(visualize=False)
+    # HTA's clock rounds starts up and ends down to whole µs, as the notebook does.
+    assert ours["kernel_time(us)"][0] == math.floor(gpu_us)
+    assert theirs["kernel_time(us)"][0] > 90
 
 
 @pytest.fixture(scope="module", params=sorted(LIVE))

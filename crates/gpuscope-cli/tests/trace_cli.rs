@@ -329,6 +329,11 @@ fn hta_compat_agrees_with_hta_on_every_trace_it_analysed() {
         let Some(temporal) = entry["temporal"].as_array() else {
             continue;
         };
+        if name == "triton_example.json.gz" {
+            // HTA counts its launcher, a CPU op with a stream argument, as GPU work;
+            // gpuscope does not (`a_cpu_op_with_a_stream_argument_is_not_gpu_work`).
+            continue;
+        }
         let file = traces_dir().join(name);
         let doc = json_doc(
             &trace([
@@ -395,7 +400,8 @@ fn hta_compat_agrees_with_hta_on_every_trace_it_analysed() {
         }
         compared += 1;
     }
-    assert!(compared >= 11, "only {compared} traces had HTA figures");
+    // Eleven traces with HTA figures, the Triton one left out above.
+    assert!(compared >= 10, "only {compared} traces had HTA figures");
 }
 
 #[test]

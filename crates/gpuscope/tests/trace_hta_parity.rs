@@ -22,6 +22,26 @@ fn close(ours: f64, hta: f64) -> bool {
     (ours - hta).abs() <= 1.0 || (ours - hta).abs() <= hta.abs() * 0.005
 }
 
+/// CPU events of a trace that carry a `stream` argument, from its JSON: HTA counts
+/// them as GPU work (it goes by `stream != -1` alone), gpuscope does not.
+fn cpu_events_with_a_stream(name: &str) -> Vec<serde_json::Value> {
+    let doc: serde_json::Value = serde_json::from_str(&common::trace_text(name)).unwrap();
+    let cpu = [
+        "cpu_op",
+        "cuda_runtime",
+        "cuda_driver",
+        "user_annotation",
+        "python_function",
+    ];
+    doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| cpu.contains(&e["cat"].as_str().unwrap_or("")) && e["args"]["stream"].is_i64())
+        .cloned()
+        .collect()
+}
+
 #[test]
 fn temporal_and_kernel_type_breakdowns_match_hta() {
     let reference = reference();
@@ -31,6 +51,9 @@ fn temporal_and_kernel_type_breakdowns_match_hta() {
         let Some(rows) = want["temporal"].as_array() else {
             continue; // HTA raised on this trace; tested elsewhere.
         };
+        if !cpu_events_with_a_stream(name).is_empty() {
+            continue; // HTA counts a CPU event as GPU work: the test below.
+        }
         let trace = read_trace(
             &common::shared_data(&format!("traces/{name}")),
             &mut |_, _| {},
@@ -69,6 +92,43 @@ fn temporal_and_kernel_type_breakdowns_match_hta() {
     }
     assert!(checked >= 8, "only {checked} traces with HTA figures");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The Triton trace's launcher is a `cpu_op` with `args.stream: 0` that lasts 95.8 µs on
+/// the CPU; its kernel is a 1.76 µs `kernel` event on stream 7. HTA's breakdown counts
+/// the CPU op as GPU work; gpuscope's GPU time is the trace's GPU events alone, as its
+/// JSON gives them.
+#[test]
+fn a_cpu_op_with_a_stream_argument_is_not_gpu_work() {
+    let name = "triton_example.json.gz";
+    let launchers = cpu_events_with_a_stream(name);
+    assert_eq!(launchers.len(), 1, "{launchers:?}");
+    let doc: serde_json::Value = serde_json::from_str(&common::trace_text(name)).unwrap();
+    let gpu_us: f64 = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            ["kernel", "gpu_memcpy", "gpu_memset"].contains(&e["cat"].as_str().unwrap_or(""))
+        })
+        .map(|e| e["dur"].as_f64().unwrap())
+        .sum();
+    let trace = read_trace(
+        &common::shared_data(&format!("traces/{name}")),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let t = temporal(&trace, &scope(&trace, Clock::Exact)).unwrap();
+    assert!(
+        (t.kernel_time_us - gpu_us).abs() < 1e-6,
+        "{} vs {gpu_us}",
+        t.kernel_time_us
+    );
+    let hta = &reference()[name]["temporal"][0]["kernel_time(us)"];
+    assert!(
+        hta.as_f64().unwrap() > 90.0,
+        "HTA counted the launcher: {hta}"
+    );
 }
 
 /// Two kernels back to back, each 1.2 µs, at fractional-microsecond times. The GPU is busy

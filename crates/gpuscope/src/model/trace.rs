@@ -64,6 +64,19 @@ impl Kind {
     pub fn is_gpu(self) -> bool {
         matches!(self, Kind::Kernel | Kind::Memcpy | Kind::Memset)
     }
+
+    /// True for what runs on a CPU thread whatever its arguments say: operators,
+    /// runtime and driver calls, `record_function` ranges, Python functions.
+    pub fn is_cpu(self) -> bool {
+        matches!(
+            self,
+            Kind::CpuOp
+                | Kind::Runtime
+                | Kind::Driver
+                | Kind::UserAnnotation
+                | Kind::PythonFunction
+        )
+    }
 }
 
 /// No value: a column entry for an event that has no such field.

@@ -104,9 +104,11 @@ impl Scope {
 
 /// True for an event on a CUDA stream (HTA: `stream != -1`), and for GPU work recorded
 /// without one (kernels of CUPTI's range profiler, where HTA finds no GPU work at all).
+/// A CPU event is never GPU work, even with a `stream` argument: Inductor's Triton
+/// launcher records one as a `cpu_op` (HTA counts its CPU time as GPU time).
 pub fn on_gpu(trace: &Trace, i: usize) -> bool {
-    let s = trace.events.stream[i];
-    (s != NONE && s != -1) || (s == NONE && trace.events.kind[i].is_gpu())
+    let (s, kind) = (trace.events.stream[i], trace.events.kind[i]);
+    (s != NONE && s != -1 && !kind.is_cpu()) || (s == NONE && kind.is_gpu())
 }
 
 /// The events HTA's breakdowns would use, on `clock`.
