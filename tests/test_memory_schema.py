@@ -113,6 +113,7 @@ def test_a_run_with_every_option_writes_every_engine_key(
     monkeypatch.setattr(allocator, "cuda_device", lambda device: True)
     monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: dict(ALLOCATOR_STATS))
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (60 << 30, 80 << 30))
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda device=None: 0.5)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     with caught_warnings() as caught:
@@ -147,4 +148,5 @@ def test_a_run_with_every_option_writes_every_engine_key(
             assert set(part) == set(keys[name]), name
             seen.add(name)
     assert seen == set(keys)  # every part the engine has, this run wrote
+    assert records[-1]["allocator"]["memory_fraction"] == 0.5
     assert "forward/loss" in records[-1]["sections"]

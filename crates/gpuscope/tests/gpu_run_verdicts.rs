@@ -43,6 +43,7 @@ fn a_healthy_run_is_a_cache_without_advice() {
         k,
         AdviceKind::ExpandableSegments
             | AdviceKind::FreeMemory
+            | AdviceKind::RaiseMemoryCap
             | AdviceKind::CheckAllocatorCounters
     )));
     // Trained under bf16 autocast; its records predate the autocast field: no advice.
@@ -108,16 +109,80 @@ fn the_capped_run_is_fragmented_with_its_retries_and_ooms() {
     assert!(advice.advice.contains("expandable_segments:True"));
 }
 
-/// Expandable segments removed every OOM; 7 retries at the cap, no split blocks.
+/// Expandable segments removed every OOM; 7 retries at the cap, no split blocks. The
+/// run was capped by `set_per_process_memory_fraction` (its records predate the field),
+/// and the device had most of its memory free where the counters rose: the limit is the
+/// process's, and the advice is to raise it, not to shrink the model.
 #[test]
-fn the_same_run_with_expandable_segments_is_pressure() {
+fn the_same_run_with_expandable_segments_is_pressure_at_its_own_cap() {
     let run = h200("lm_variable_capped_expandable");
     let f = run.fragmentation.as_ref().unwrap();
     assert_eq!(f.verdict, Verdict::Pressure);
     assert_eq!((f.alloc_retries, f.ooms), (Some(7), Some(0)));
     assert_eq!(f.split_percent_at_rises, Some(0.0));
-    assert!(kinds(&run).contains(&AdviceKind::FreeMemory));
+    let text = std::fs::read_to_string(shared_data(
+        "gpu-h200/lm_variable_capped_expandable/profiles/memory.jsonl",
+    ))
+    .unwrap();
+    let records: Vec<MemoryRecord> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rose: Vec<i64> = f.rose_at.iter().map(|r| r.iteration).collect();
+    let free = records
+        .iter()
+        .filter(|r| rose.contains(&r.iteration))
+        .filter_map(|r| r.allocator.as_ref()?.device_free_bytes)
+        .min()
+        .unwrap();
+    assert_eq!(f.device_free_at_rises_bytes, Some(free));
+    let limit = f.process_limit().expect("the process's own limit");
+    let gib = free as f64 / (1u64 << 30) as f64;
+    assert!(
+        limit.contains(&format!("{gib:.1} GiB of the device's")),
+        "{limit}"
+    );
+    assert!(
+        f.reason.contains("the process's, not the device's"),
+        "{}",
+        f.reason
+    );
+    assert!(kinds(&run).contains(&AdviceKind::RaiseMemoryCap));
+    assert!(!kinds(&run).contains(&AdviceKind::FreeMemory));
     assert!(!kinds(&run).contains(&AdviceKind::ExpandableSegments));
+}
+
+/// The same records with the device nearly full where the counters rose: the device's
+/// limit, and the advice to free memory; with a recorded cap below 1, the cap is named
+/// whatever the device had free.
+#[test]
+fn the_limit_is_the_devices_when_the_device_was_full_and_no_cap_is_recorded() {
+    let (_tmp, dir) = edited_copy("lm_variable_capped_expandable", |records| {
+        for r in records {
+            let a = r.allocator.as_mut().unwrap();
+            a.device_free_bytes = Some(1 << 30);
+        }
+    });
+    let run = run_report(&dir);
+    let f = run.fragmentation.as_ref().unwrap();
+    assert_eq!(f.process_limit(), None);
+    assert!(kinds(&run).contains(&AdviceKind::FreeMemory));
+    let (_tmp, dir) = edited_copy("lm_variable_capped_expandable", |records| {
+        for r in records {
+            let a = r.allocator.as_mut().unwrap();
+            (a.device_free_bytes, a.memory_fraction) = (Some(1 << 30), Some(0.25));
+        }
+    });
+    let f = run_report(&dir).fragmentation.unwrap();
+    let total = f.device_total_bytes.unwrap() as f64 / (1u64 << 30) as f64;
+    let limit = f.process_limit().expect("the recorded cap");
+    assert_eq!(
+        limit,
+        format!(
+            "torch.cuda.set_per_process_memory_fraction(0.25) caps it at {:.1} GiB",
+            0.25 * total
+        )
+    );
 }
 
 /// Every other H200 run: no retries, a cache.

@@ -69,6 +69,7 @@ fn cuda_figures() -> AllocatorStats {
         device_free_bytes: Some(15000 * MIB),
         alloc_conf: Some("expandable_segments:True".into()),
         expandable_segments: Some(true),
+        memory_fraction: Some(0.5),
     }
 }
 

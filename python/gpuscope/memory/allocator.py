@@ -42,7 +42,21 @@ def allocator_stats(device: torch.device) -> dict[str, Any] | None:
         "device_free_bytes": int(free),
         "alloc_conf": alloc_conf(),
         "expandable_segments": expandable_segments(),
+        "memory_fraction": _memory_fraction(device),
     }
+
+
+def _memory_fraction(device: torch.device) -> float | None:
+    """The share of the device this process may allocate
+    (``torch.cuda.set_per_process_memory_fraction``; 1.0 uncapped), ``None`` where this
+    torch cannot say."""
+    get = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    if get is None:
+        return None
+    try:
+        return float(get(device))
+    except (RuntimeError, ValueError):  # a device torch cannot ask: the figure alone is lost
+        return None
 
 
 def alloc_conf() -> str | None:

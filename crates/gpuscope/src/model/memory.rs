@@ -289,6 +289,11 @@ pub struct AllocatorStats {
     /// when unknown (records that predate it).
     #[serde(default)]
     pub expandable_segments: Option<bool>,
+    /// The share of the device the process may allocate
+    /// (`torch.cuda.set_per_process_memory_fraction`, 1.0 when not capped); `null` when
+    /// unknown (records that predate it).
+    #[serde(default)]
+    pub memory_fraction: Option<f64>,
 }
 
 impl AllocatorStats {

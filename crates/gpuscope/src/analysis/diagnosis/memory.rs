@@ -264,6 +264,10 @@ fn allocator(rank: &RunReport) -> Option<Finding> {
     let unused = f.peak_reserved_bytes.saturating_sub(f.peak_allocated_bytes);
     let next = match f.verdict {
         Verdict::Fragmented => "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        Verdict::Pressure if f.process_limit().is_some() => {
+            "raise the process's memory cap (torch.cuda.set_per_process_memory_fraction or \
+             the scheduler's limit), or a smaller batch"
+        }
         Verdict::Pressure => "a smaller batch, activation checkpointing or mixed precision",
         Verdict::Cache | Verdict::None => "",
     };

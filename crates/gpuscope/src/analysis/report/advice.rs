@@ -35,6 +35,8 @@ pub enum AdviceKind {
     ExpandableSegments,
     /// The run is at its memory limit: free memory.
     FreeMemory,
+    /// The run is at a limit of its own, below the device's: raise it.
+    RaiseMemoryCap,
     /// A high unallocated share with no counters to judge it by.
     CheckAllocatorCounters,
     /// Host memory grows steadily.
@@ -203,6 +205,18 @@ fn allocator_advice(f: &Fragmentation) -> Option<Advice> {
                      PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ({set}), so that \
                      segments grow instead of being split"
                 ),
+            ))
+        }
+        Verdict::Pressure if f.process_limit().is_some() => {
+            let (figure, value) = triggering_counter(f);
+            Some(Advice::new(
+                AdviceKind::RaiseMemoryCap,
+                figure,
+                value,
+                "the run is at a memory limit of its own, below the device's: raise the \
+                 process's cap (torch.cuda.set_per_process_memory_fraction, or the job \
+                 scheduler's GPU memory limit), or free memory with a smaller batch"
+                    .into(),
             ))
         }
         Verdict::Pressure => {

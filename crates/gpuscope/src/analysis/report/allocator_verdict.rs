@@ -12,7 +12,10 @@
 //! - **cache**: no rise. **fragmented**: a rise while inactive split blocks hold at least
 //!   [`SPLIT_SHARE_PERCENT`] of reserved memory at the records where the counters rose
 //!   (their median): free memory cut into pieces that the requests could not use.
-//!   **pressure**: a rise without that: the run is at its memory limit. **none**: the
+//!   **pressure**: a rise without that: the run is at its memory limit — the process's
+//!   own, below the device's, when the records say the process is capped
+//!   (`memory_fraction` below 1) or when [`FREE_AT_LIMIT_PERCENT`] or more of the device
+//!   was free at the records where the counters rose. **none**: the
 //!   records carry no counters (CPU runs have no fragmentation at all; text logs and
 //!   TensorBoard tags have the ratio only), so a cache and fragmentation cannot be told
 //!   apart.
@@ -30,6 +33,11 @@ use crate::model::words::words;
 /// the allocator grows a segment instead of splitting one, and the share is 0; a healthy
 /// run without them holds 15–25 % there after its step, harmless while nothing retries.
 pub const SPLIT_SHARE_PERCENT: f64 = 5.0;
+
+/// Least share of the device free (every process counted) at the records where the
+/// counters rose that puts the run's limit below the device's: the allocator retries when
+/// the driver refuses memory, which the device would not with this much free.
+pub const FREE_AT_LIMIT_PERCENT: f64 = 10.0;
 
 /// The levels of the ratio alone: below 10 % low, 10–30 % normal, 30–40 % moderate, above
 /// 40 % high, as the `tensor_profile_<ts>.log` analyzers grade it.
@@ -117,8 +125,46 @@ pub struct Fragmentation {
     pub peak_reserved_bytes: u64,
     /// Whether the run used expandable segments, from the last record; `null` unknown.
     pub expandable_segments: Option<bool>,
+    /// Least device memory free (every process counted) at the records where the
+    /// counters rose; `null` without rises or the figure.
+    pub device_free_at_rises_bytes: Option<u64>,
+    /// Device memory in total, from the last record.
+    pub device_total_bytes: Option<u64>,
+    /// The share of the device the process may allocate, from the last record
+    /// (`set_per_process_memory_fraction`); `null` unknown.
+    pub memory_fraction: Option<f64>,
     /// The verdict in words.
     pub reason: String,
+}
+
+impl Fragmentation {
+    /// Under pressure, the limit in words when it is the process's own rather than the
+    /// device's (the README's rule); `None` when it is the device's or cannot be told.
+    pub fn process_limit(&self) -> Option<String> {
+        let total = self.device_total_bytes.filter(|t| *t > 0)?;
+        let gib = |bytes: f64| format!("{:.1} GiB", bytes / f64::from(1u32 << 30));
+        let cap = self.memory_fraction.filter(|f| *f < 1.0).map(|f| {
+            format!(
+                "torch.cuda.set_per_process_memory_fraction({f}) caps it at {}",
+                gib(f * total as f64)
+            )
+        });
+        let free = self
+            .device_free_at_rises_bytes
+            .filter(|free| *free as f64 * 100.0 / total as f64 >= FREE_AT_LIMIT_PERCENT)
+            .map(|free| {
+                format!(
+                    "{} of the device's {} were free where the counters rose",
+                    gib(free as f64),
+                    gib(total as f64)
+                )
+            });
+        match (cap, free) {
+            (Some(cap), Some(free)) => Some(format!("{cap}; {free}")),
+            (Some(one), None) | (None, Some(one)) => Some(one),
+            (None, None) => None,
+        }
+    }
 }
 
 /// Counters of one record, when it has both.
@@ -140,6 +186,7 @@ pub fn fragmentation(records: &[MemoryRecord], caught: &[OomEvent]) -> Option<Fr
         .collect();
     let mut rose_at = Vec::new();
     let mut shares = Vec::new();
+    let mut free_at_rises: Option<u64> = None;
     let mut impossible_ooms = 0;
     for pair in with_counters.windows(2) {
         let ((before, _, (r0, o0)), (now, a, (r1, o1))) = (pair[0], pair[1]);
@@ -163,6 +210,9 @@ pub fn fragmentation(records: &[MemoryRecord], caught: &[OomEvent]) -> Option<Fr
             });
             if let Some(share) = a.inactive_split_percent() {
                 shares.push(share);
+            }
+            if let Some(free) = a.device_free_bytes {
+                free_at_rises = Some(free_at_rises.map_or(free, |f| f.min(free)));
             }
         }
     }
@@ -196,6 +246,9 @@ pub fn fragmentation(records: &[MemoryRecord], caught: &[OomEvent]) -> Option<Fr
         peak_allocated_bytes: peak(|a| a.peak_allocated_bytes.max(a.allocated_bytes)),
         peak_reserved_bytes: peak(|a| a.peak_reserved_bytes.max(a.reserved_bytes)),
         expandable_segments: last.expandable_segments,
+        device_free_at_rises_bytes: free_at_rises,
+        device_total_bytes: last.device_total_bytes,
+        memory_fraction: last.memory_fraction,
         reason: String::new(),
     };
     f.reason = reason(&f, records);
@@ -239,7 +292,10 @@ fn reason(f: &Fragmentation, records: &[MemoryRecord]) -> String {
         Verdict::Pressure => format!(
             "{counted}{first}, with inactive split blocks at {split:.1}% of reserved memory \
              where they rose (under {SPLIT_SHARE_PERCENT}%): not fragmentation, the run is at \
-             its memory limit ({peaks})"
+             its memory limit{} ({peaks})",
+            f.process_limit().map_or(String::new(), |limit| format!(
+                ", which is the process's, not the device's: {limit}"
+            ))
         ),
         Verdict::None => format!(
             "{:.1}% of reserved memory is not allocated ({}; 10–30% normal, 30–40% moderate, \
