@@ -181,3 +181,25 @@ fn latest_with_an_empty_gpuscope_runs_looks_in_the_current_directory() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("latest run: ./run1"), "{err}");
 }
+
+/// The H200 Hugging Face run has 3 records after warm-up, fewer than the leak rule needs:
+/// the text says the rule was not applied rather than "none", and the JSON says so too.
+#[test]
+fn too_few_records_read_as_not_judged() {
+    let run = shared("gpu-h200/hf");
+    let out = gpuscope().arg("report").arg(&run).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text.lines().find(|l| l.starts_with("Leak: ")).unwrap();
+    assert!(line.starts_with("Leak: not judged — "), "{line}");
+    let out = gpuscope()
+        .args(["report", "--format", "json"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let leak = &doc["runs"][0]["leak"];
+    assert_eq!(
+        (&leak["judged"], &leak["suspected"]),
+        (&false.into(), &false.into())
+    );
+}

@@ -13,7 +13,7 @@ max-width:980px;padding:0 16px}h1{font-size:22px}h2{font-size:18px;border-bottom
 table{border-collapse:collapse;margin:6px 0}td,th{padding:2px 10px;text-align:right;\
 border-bottom:1px solid #e4e4ea}td:first-child,th:first-child{text-align:left}\
 .verdict{padding:8px 12px;border-radius:4px;margin:10px 0}.leak{background:#fde2e1}\
-.ok{background:#e3f1e1}.advice li{margin:3px 0}.chart{display:block;max-width:100%;height:auto}\
+.unjudged{background:#eee}.ok{background:#e3f1e1}.advice li{margin:3px 0}.chart{display:block;max-width:100%;height:auto}\
 .tick{font-size:11px;fill:#555}.axis{font-size:11px;fill:#333}.legend{font-size:12px}\
 .marker-label{font-size:10px}.meta,.skipped{color:#666}td.name{max-width:460px;\
 overflow-wrap:anywhere}td.name,th.name{text-align:left}td.num,th.num{text-align:right}\

@@ -55,6 +55,9 @@ pub struct SeriesTrend {
 /// The leak verdict.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeakVerdict {
+    /// Whether the rule could be applied (enough records after warm-up); when not,
+    /// `suspected` is false and says nothing.
+    pub judged: bool,
     /// Whether a leak is suspected.
     pub suspected: bool,
     /// The category that grows most in a sustained way, if any.
@@ -145,6 +148,7 @@ fn no_verdict(window_start: Option<i64>, reason: String) -> LeakAnalysis {
         window_start,
         trends: BTreeMap::new(),
         leak: LeakVerdict {
+            judged: false,
             suspected: false,
             category: None,
             reason,
@@ -194,6 +198,7 @@ fn verdict(trends: &BTreeMap<String, SeriesTrend>) -> LeakVerdict {
         .max_by(|a, b| a.1.growth_bytes.total_cmp(&b.1.growth_bytes));
     match grower {
         Some((category, t)) => LeakVerdict {
+            judged: true,
             suspected: true,
             category: Some(category.to_owned()),
             reason: format!(
@@ -210,6 +215,7 @@ fn verdict(trends: &BTreeMap<String, SeriesTrend>) -> LeakVerdict {
                 .or_else(|| trends.get("census"))
                 .filter(|t| t.sustained);
             LeakVerdict {
+                judged: true,
                 suspected: false,
                 category: None,
                 reason: match total {

@@ -129,10 +129,11 @@ fn run_section(page: &mut String, run: &RunReport, index: usize) {
         "</table><p>{} records · {} large tensors{threshold} at the end</p>",
         s.records, s.end.large_tensor_count,
     );
-    let (class, verdict) = if run.leak.leak.suspected {
-        ("leak", "Leak suspected")
-    } else {
-        ("ok", "No leak")
+    let leak = &run.leak.leak;
+    let (class, verdict) = match (leak.judged, leak.suspected) {
+        (false, _) => ("unjudged", "Leak not judged"),
+        (true, true) => ("leak", "Leak suspected"),
+        (true, false) => ("ok", "No leak"),
     };
     let _ = write!(
         page,

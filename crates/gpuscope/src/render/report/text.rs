@@ -344,10 +344,10 @@ fn trends(out: &mut dyn Write, analysis: &LeakAnalysis, width: u16) -> io::Resul
         let mark = if t.sustained { "  ← sustained" } else { "" };
         writeln!(out, "  {name:<15}: {mb_per_1k:>+9.2}  ({}){mark}", fit(t))?;
     }
-    let verdict = if analysis.leak.suspected {
-        "SUSPECTED"
-    } else {
-        "none"
+    let verdict = match (analysis.leak.judged, analysis.leak.suspected) {
+        (false, _) => "not judged",
+        (true, true) => "SUSPECTED",
+        (true, false) => "none",
     };
     paragraph(
         out,
