@@ -102,6 +102,40 @@ fn lm_clean_the_oom_the_idle_gpu_and_nvml_beside_the_trace() {
         "{max_util} vs {}",
         util.summary
     );
+    // The mean is the training loop's: the samples between the first and the last memory
+    // record in which the command held GPU memory (its start-up and the oom_guard check
+    // that follows it, mostly at 0 %, are left out).
+    let records = std::fs::read_to_string(common::shared_data(
+        "gpu-h200/lm_clean/profiles/memory.jsonl",
+    ))
+    .unwrap();
+    let times: Vec<f64> = records
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["time"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    let (start, end) = (times[0], times[times.len() - 1]);
+    let in_loop: Vec<f64> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| (start..=end).contains(&v["time"].as_f64().unwrap()))
+        .filter(|v| v["tree"]["gpu_memory_bytes"].as_u64() != Some(0))
+        .filter_map(|v| v["gpus"][0]["utilization_percent"].as_f64())
+        .collect();
+    let mean = in_loop.iter().sum::<f64>() / in_loop.len() as f64;
+    assert!(
+        util.summary.contains(&format!(
+            "NVML utilisation {mean:.0} % on average, {max_util:.0} % at most, over the {} \
+             samples of the training loop",
+            in_loop.len()
+        )),
+        "{mean} over {} vs {}",
+        in_loop.len(),
+        util.summary
+    );
     assert!(util.summary.contains("the trace's kernels kept it busy"));
 
     // The records' peak joined with what the snapshot says was alive at its peak.

@@ -13,15 +13,19 @@ pub const LOW_UTILIZATION_PERCENT: f64 = 30.0;
 /// NVML's mean utilisation and the trace's busy share further apart than this many points
 /// are a disagreement.
 pub const DISAGREEMENT_POINTS: f64 = 25.0;
+/// Samples between the first and the last memory record needed to judge the training
+/// loop by them alone.
+pub const MIN_LOOP_SAMPLES: usize = 3;
 
 pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
     if run.samples.is_empty() {
         return Vec::new();
     }
     let trace_busy = trace_busy_percent(run);
+    let window = training_loop(run);
     let used: Vec<Finding> = gpu_indices(run.samples)
         .into_iter()
-        .filter_map(|gpu| utilization(run.samples, gpu, trace_busy))
+        .filter_map(|gpu| utilization(run.samples, gpu, trace_busy, window))
         .flatten()
         .collect();
     if !used.is_empty() {
@@ -71,6 +75,18 @@ fn trace_busy_percent(run: &RunInputs) -> Option<f64> {
     (!busy.is_empty()).then(|| busy.iter().sum::<f64>() / busy.len() as f64)
 }
 
+/// The span of the memory records over every rank, Unix seconds: the training loop, where
+/// the samples of the whole command also hold start-up, evaluation and what comes after.
+fn training_loop(run: &RunInputs) -> Option<(f64, f64)> {
+    let spans = run.ranks.iter().map(|r| r.summary.times);
+    let (start, end) = spans
+        .filter(|[a, b]| *a > 0.0 && b > a)
+        .fold(None, |acc: Option<(f64, f64)>, [a, b]| {
+            Some(acc.map_or((a, b), |(x, y)| (x.min(a), y.max(b))))
+        })?;
+    Some((start, end))
+}
+
 fn gpu_indices(samples: &[Sample]) -> Vec<u32> {
     let mut indices: Vec<u32> = samples
         .iter()
@@ -81,13 +97,10 @@ fn gpu_indices(samples: &[Sample]) -> Vec<u32> {
     indices
 }
 
-/// The finding of GPU `gpu`, when the training held memory on it in some sample: the
-/// command's processes had memory there (`gpuscope run`'s tree), else its memory in use
-/// rose above the least of the run.
 /// The samples of GPU `gpu` taken while the training held memory on it: the command's
 /// processes had GPU memory (`gpuscope run`'s tree, when known) and the GPU's memory in use
-/// was above the least of the run.
-fn held(samples: &[Sample], gpu: u32) -> Vec<&GpuSample> {
+/// was above the least of the run; with `window`, only those taken within it.
+fn held(samples: &[Sample], gpu: u32, window: Option<(f64, f64)>) -> Vec<&GpuSample> {
     let of_gpu: Vec<(&Sample, &GpuSample)> = samples
         .iter()
         .filter_map(|s| Some((s, s.gpus.iter().find(|g| g.index == gpu)?)))
@@ -99,10 +112,31 @@ fn held(samples: &[Sample], gpu: u32) -> Vec<&GpuSample> {
         .into_iter()
         .filter(|(s, g)| {
             let tree_holds = s.tree.as_ref().and_then(|t| t.gpu_memory_bytes) != Some(0);
-            tree_holds && g.memory_used_bytes > Some(least)
+            let within = window.is_none_or(|(start, end)| (start..=end).contains(&s.time));
+            tree_holds && g.memory_used_bytes > Some(least) && within
         })
         .map(|(_, g)| g)
         .collect()
+}
+
+/// Every sample of GPU `gpu` the training held memory in.
+fn held_all(samples: &[Sample], gpu: u32) -> Vec<&GpuSample> {
+    held(samples, gpu, None)
+}
+
+/// The samples of GPU `gpu` within the training loop's span when there are enough of
+/// them, else every sample the training held memory in; and whether they are the loop's.
+fn loop_samples(
+    samples: &[Sample],
+    gpu: u32,
+    window: Option<(f64, f64)>,
+) -> (Vec<&GpuSample>, bool) {
+    let inside = held(samples, gpu, window);
+    if window.is_some() && inside.len() >= MIN_LOOP_SAMPLES {
+        (inside, true)
+    } else {
+        (held_all(samples, gpu), false)
+    }
 }
 
 fn mean_percent(held: &[&GpuSample]) -> Option<f64> {
@@ -112,11 +146,19 @@ fn mean_percent(held: &[&GpuSample]) -> Option<f64> {
 
 /// GPU `gpu`'s mean utilisation while the training held memory on it.
 pub(super) fn held_utilization(samples: &[Sample], gpu: u32) -> Option<f64> {
-    mean_percent(&held(samples, gpu))
+    mean_percent(&held_all(samples, gpu))
 }
 
-fn utilization(samples: &[Sample], gpu: u32, trace_busy: Option<f64>) -> Option<Vec<Finding>> {
-    let held = held(samples, gpu);
+/// The finding of GPU `gpu`, when the training held memory on it in some sample: the
+/// command's processes had memory there (`gpuscope run`'s tree), else its memory in use
+/// rose above the least of the run.
+fn utilization(
+    samples: &[Sample],
+    gpu: u32,
+    trace_busy: Option<f64>,
+    window: Option<(f64, f64)>,
+) -> Option<Vec<Finding>> {
+    let (held, in_loop) = loop_samples(samples, gpu, window);
     if held.is_empty() {
         return None;
     }
@@ -125,8 +167,10 @@ fn utilization(samples: &[Sample], gpu: u32, trace_busy: Option<f64>) -> Option<
         .iter()
         .filter_map(|g| g.utilization_percent)
         .reduce(f64::max);
-    let peak_used = held.iter().filter_map(|g| g.memory_used_bytes).max();
-    let total = held.iter().find_map(|g| g.memory_total_bytes);
+    // Memory over the whole command: its peak may come before or after the loop.
+    let whole = held_all(samples, gpu);
+    let peak_used = whole.iter().filter_map(|g| g.memory_used_bytes).max();
+    let total = whole.iter().find_map(|g| g.memory_total_bytes);
     let name = &held[0].name;
     let severity = if mean.is_some_and(|m| m <= LOW_UTILIZATION_PERCENT) {
         Severity::Medium
@@ -137,8 +181,13 @@ fn utilization(samples: &[Sample], gpu: u32, trace_busy: Option<f64>) -> Option<
     match (mean, max) {
         (Some(mean), Some(max)) => summary.push_str(&format!(
             "NVML utilisation {mean:.0} % on average, {max:.0} % at most, over the {} \
-             samples the training held memory",
-            held.len()
+             samples {}",
+            held.len(),
+            if in_loop {
+                "of the training loop (from its first memory record to its last)"
+            } else {
+                "the training held memory"
+            }
         )),
         _ => summary.push_str("no utilisation reported (a MIG device or an old driver)"),
     }
@@ -191,8 +240,14 @@ fn utilization(samples: &[Sample], gpu: u32, trace_busy: Option<f64>) -> Option<
                 severity: Severity::Low,
                 summary: format!(
                     "GPU {gpu}: NVML says busy {mean:.0} % on average, the trace {busy:.0} %: \
-                     NVML averages every sample while the training held memory (start-up, \
-                     evaluation, checkpoints included), the trace only its profiled steps"
+                     NVML averages {}, the trace only its profiled steps",
+                    if in_loop {
+                        "every sample of the training loop (evaluation and checkpoints \
+                         included)"
+                    } else {
+                        "every sample while the training held memory (start-up, \
+                         evaluation, checkpoints included)"
+                    }
                 ),
                 stake: Stake::None,
                 evidence: Evidence::Disagreement {

@@ -70,6 +70,10 @@ pub struct Summary {
     /// Not in `runs[]` of the JSON, which keeps its keys; the diagnosis's findings give it.
     #[serde(skip)]
     pub device_total_bytes: Option<u64>,
+    /// Unix seconds of the first and the last record: the span of the training loop.
+    /// Not in `runs[]` of the JSON, as above.
+    #[serde(skip)]
+    pub times: [f64; 2],
 }
 
 /// Summarises `records` (ordered by iteration); `None` when there are none.
@@ -84,5 +88,6 @@ pub fn summarize(records: &[MemoryRecord]) -> Option<Summary> {
             .iter()
             .rev()
             .find_map(|r| r.allocator.as_ref()?.device_total_bytes),
+        times: [first.time, last.time],
     })
 }
