@@ -1112,3 +1112,36 @@ fn names_with_spaces_are_not_wrapped_mid_name() {
         "the traces list names with spaces in their gaps"
     );
 }
+
+/// `rank0_nccl_negative_queue` copies 60 small buffers from or to pageable memory beside
+/// 203 MB of pinned input: the pageable share of the host–device bytes (worked out here
+/// from the trace's JSON) is far below the 10 % that makes pinning worth advising.
+#[test]
+fn a_few_small_pageable_copies_get_no_pinning_advice() {
+    let name = "rank0_nccl_negative_queue.json.gz";
+    let doc: Value = serde_json::from_str(&common::gunzip(&traces_dir().join(name))).unwrap();
+    let (mut pageable, mut host) = (0.0, 0.0);
+    for e in doc["traceEvents"].as_array().unwrap() {
+        let name = e["name"].as_str().unwrap_or("");
+        if e["cat"] != "gpu_memcpy" || !(name.contains("HtoD") || name.contains("DtoH")) {
+            continue;
+        }
+        let bytes = e["args"]["bytes"].as_f64().unwrap_or(0.0);
+        host += bytes;
+        if name.contains("Pageable") {
+            pageable += bytes;
+        }
+    }
+    let share = pageable * 100.0 / host;
+    assert!(share > 0.0 && share < 10.0, "{share}");
+    let out = stdout_of(&trace([traces_dir().join(name)]));
+    let text = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        text.contains(&format!(
+            "{share:.1} % of the bytes copied between host and device) use pageable host \
+             memory: too little to be worth pinning."
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("pin_memory=True"), "{text}");
+}

@@ -424,6 +424,24 @@ fn the_report_opens_with_the_health_in_text_json_and_html() {
     );
     assert!(!text.contains("ranks 0, 0"), "{text}");
 
+    // One trace without a profiler step, one with a single step: one kind, two messages,
+    // each said for its own trace (not the first one's words for both).
+    let steps = [
+        file("traces/alexnet_single_gpu.json.gz"),
+        file("traces/triton_example.json.gz"),
+    ];
+    let text = rendered(&steps, Format::Text);
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  single_step ("))
+        .collect();
+    assert_eq!(said.len(), 2, "{text}");
+    assert!(said[0].contains("No ProfilerStep#N"), "{text}");
+    assert!(
+        text.contains("One profiler step (ProfilerStep#1)"),
+        "{text}"
+    );
+
     // A file name is text from the input: the page escapes it.
     let (_dir, traces) = linked(&[
         ("rank0<b>.json.gz", "resnet50_v100_memory_workers0.json.gz"),

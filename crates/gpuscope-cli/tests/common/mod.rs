@@ -29,3 +29,13 @@ pub fn one_error_line(out: &Output) -> String {
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
     err
 }
+
+/// The decompressed text of the gzipped file at `path`.
+pub fn gunzip(path: &std::path::Path) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}

@@ -66,8 +66,13 @@ pub fn human_bytes(n: u64) -> String {
 /// A count and its noun, the noun in the plural unless there is one:
 /// `1 launch`, `3 launches`, `2 ranks`.
 pub fn counted(n: usize, noun: &str) -> String {
+    let consonant_y = noun
+        .strip_suffix('y')
+        .filter(|stem| !stem.ends_with(['a', 'e', 'i', 'o', 'u']));
     if n == 1 {
         format!("1 {noun}")
+    } else if let Some(stem) = consonant_y {
+        format!("{n} {stem}ies")
     } else if ["s", "sh", "ch", "x"].iter().any(|end| noun.ends_with(end)) {
         format!("{n} {noun}es")
     } else {
@@ -85,6 +90,8 @@ mod tests {
         assert_eq!(counted(2, "launch"), "2 launches");
         assert_eq!(counted(0, "rank"), "0 ranks");
         assert_eq!(counted(3, "call site"), "3 call sites");
+        assert_eq!(counted(60, "copy"), "60 copies");
+        assert_eq!(counted(2, "key"), "2 keys");
     }
 
     #[test]

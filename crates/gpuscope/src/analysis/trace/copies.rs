@@ -10,6 +10,11 @@ use serde::Serialize;
 use super::scope::Scope;
 use crate::model::trace::{Kind, Trace, NONE};
 
+/// Least share of the bytes copied between host and device that copies from or to
+/// pageable memory must move before pinning is worth advising: below it they are a few
+/// small transfers (a scalar read back, a flag), whose staging costs nothing that shows.
+pub const PAGEABLE_SHARE_PERCENT: f64 = 10.0;
+
 /// The copies of one direction.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CopyKind {
@@ -82,4 +87,54 @@ pub fn copies(trace: &Trace, scope: &Scope) -> Vec<CopyKind> {
             row
         })
         .collect()
+}
+
+/// Copies from or to pageable host memory, in all: count, bytes, and their share of the
+/// bytes copied between host and device (percent); `None` without any.
+pub fn pageable(copies: &[CopyKind]) -> Option<(u64, u64, f64)> {
+    let count: u64 = copies.iter().map(|c| c.pageable_count).sum();
+    if count == 0 {
+        return None;
+    }
+    let bytes: u64 = copies.iter().map(|c| c.pageable_bytes).sum();
+    let host: u64 = copies
+        .iter()
+        .filter(|c| matches!(c.direction.as_str(), "HtoD" | "DtoH"))
+        .map(|c| c.bytes)
+        .sum();
+    let share = if host > 0 {
+        bytes as f64 * 100.0 / host as f64
+    } else {
+        100.0
+    };
+    Some((count, bytes, share))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(direction: &str, bytes: u64, pageable_bytes: u64) -> CopyKind {
+        CopyKind {
+            direction: direction.into(),
+            count: 2,
+            bytes,
+            time_us: 1.0,
+            gb_per_s: 1.0,
+            pageable_count: u64::from(pageable_bytes > 0),
+            pageable_bytes,
+        }
+    }
+
+    #[test]
+    fn the_pageable_share_is_of_the_host_device_bytes() {
+        // Device-to-device bytes do not dilute the share.
+        let rows = [
+            row("DtoD", 1 << 40, 0),
+            row("HtoD", 800, 200),
+            row("DtoH", 200, 0),
+        ];
+        assert_eq!(pageable(&rows), Some((1, 200, 20.0)));
+        assert_eq!(pageable(&[row("HtoD", 800, 0)]), None);
+    }
 }

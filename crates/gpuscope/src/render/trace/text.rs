@@ -3,6 +3,7 @@
 //! ranks side by side; and the text of `--diff`.
 
 use super::stream_label;
+use crate::analysis::trace::copies::{pageable, PAGEABLE_SHARE_PERCENT};
 use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::health::{HealthIssue, HealthKind};
 use crate::analysis::trace::launches::LaunchStats;
@@ -11,7 +12,7 @@ use crate::analysis::trace::ranks::RankComparison;
 use crate::analysis::trace::report::RankReport;
 use crate::analysis::trace::steps::Category;
 use crate::model::trace::file_name;
-use crate::model::units::counted;
+use crate::model::units::{counted, human_bytes};
 use crate::render::short_names::{bare_name, clip};
 use crate::render::units::{figure, ByteUnit};
 use crate::render::{duration_text, paragraph, right_align, table, unbroken, write_table};
@@ -194,20 +195,27 @@ pub fn health_text(issues: &[HealthIssue], width: u16, out: &mut dyn Write) -> i
         return writeln!(out);
     }
     writeln!(out, "Trace health")?;
-    let mut said: Vec<HealthKind> = Vec::new();
+    // Issues of one kind whose words differ only in their figures are said once; other
+    // words ("no ProfilerStep" against "one profiler step") are another message.
+    let wording = |i: &HealthIssue| -> (HealthKind, String) {
+        let words = i.detail.chars().filter(|c| !c.is_ascii_digit()).collect();
+        (i.kind, words)
+    };
+    let mut said: Vec<(HealthKind, String)> = Vec::new();
     for issue in issues {
         let Some(rank) = issue.rank else {
             paragraph(out, &format!("  {}: {}", issue.kind, issue.detail), width)?;
             continue;
         };
-        if said.contains(&issue.kind) {
+        let message = wording(issue);
+        if said.contains(&message) {
             continue;
         }
-        said.push(issue.kind);
         let these: Vec<&HealthIssue> = issues
             .iter()
-            .filter(|i| i.kind == issue.kind && i.rank.is_some())
+            .filter(|i| i.rank.is_some() && wording(i) == message)
             .collect();
+        said.push(message);
         let mut ranks: Vec<u32> = these.iter().filter_map(|i| i.rank).collect();
         ranks.sort_unstable();
         ranks.dedup();
@@ -564,13 +572,22 @@ fn copies(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
     }
     right_align(&mut t, &[1, 2, 3, 4, 5]);
     write_table(out, &t)?;
-    let pageable: u64 = r.copies.iter().map(|c| c.pageable_count).sum();
-    if pageable > 0 {
-        let line = format!(
-            "{pageable} copies use pageable host memory: they are staged through a pinned \
-             buffer and cannot overlap compute — pin_memory=True in the DataLoader (or \
-             tensor.pin_memory()) and .to(device, non_blocking=True)."
+    if let Some((count, bytes, share)) = pageable(&r.copies) {
+        let what = format!(
+            "{} ({}, {share:.1} % of the bytes copied between host and device) use \
+             pageable host memory",
+            counted(count as usize, "copy"),
+            human_bytes(bytes)
         );
+        let line = if share >= PAGEABLE_SHARE_PERCENT {
+            format!(
+                "{what}: they are staged through a pinned buffer and cannot overlap compute \
+                 — pin_memory=True in the DataLoader (or tensor.pin_memory()) and \
+                 .to(device, non_blocking=True)."
+            )
+        } else {
+            format!("{what}: too little to be worth pinning.")
+        };
         paragraph(out, &line, width)?;
     }
     writeln!(out)
