@@ -114,6 +114,21 @@ fn a100_xml_with_mig_and_na_fields() {
     assert!(a100.processes.is_empty());
 }
 
+/// Driver 580's `-q -x` (an H200): power under `gpu_power_readings` as
+/// `average_power_draw` and `current_power_limit`, read as the same moment's
+/// `--query-gpu=power.draw,power.limit` CSV gives them (taken a second apart).
+#[test]
+fn driver580_xml_power_is_its_average_draw_and_current_limit() {
+    let path = shared_data("gpu-h200/nvidia-smi/h200_driver580_busy_q.xml");
+    let gpus = parse_saved(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let csv = shared_data("gpu-h200/nvidia-smi/h200_driver580_busy_query.csv");
+    let query = parse_saved(&std::fs::read_to_string(&csv).unwrap()).unwrap();
+    assert_eq!(gpus[0].power_w, Some(228.56));
+    assert_eq!(gpus[0].power_limit_w, query[0].power_limit_w);
+    let (xml, csv) = (gpus[0].power_w.unwrap(), query[0].power_w.unwrap());
+    assert!((xml - csv).abs() < 5.0, "{xml} vs {csv}");
+}
+
 #[test]
 fn exporter_csv_with_its_own_columns_and_na() {
     let gpus = read("nvidia_gpu_exporter__query.csv.txt");

@@ -73,8 +73,12 @@ fn gpu_sample(index: u32, gpu: roxmltree::Node) -> GpuSample {
         memory_total_bytes: value::bytes(at(gpu, &["fb_memory_usage", "total"])),
         utilization_percent: value::number(at(gpu, &["utilization", "gpu_util"])),
         temperature_c: value::number(at(gpu, &["temperature", "gpu_temp"])),
-        power_w: power("power_draw"),
-        power_limit_w: power("enforced_power_limit").or_else(|| power("power_limit")),
+        // Drivers 535+ split `power_draw` into an average (what `--query-gpu=power.draw`
+        // reports) and an instant reading, and name the limit `current_power_limit`.
+        power_w: power("power_draw").or_else(|| power("average_power_draw")),
+        power_limit_w: power("enforced_power_limit")
+            .or_else(|| power("current_power_limit"))
+            .or_else(|| power("power_limit")),
         processes,
     }
 }
