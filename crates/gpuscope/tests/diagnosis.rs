@@ -65,6 +65,28 @@ fn lm_clean_the_oom_the_idle_gpu_and_nvml_beside_the_trace() {
         oom.summary
     );
     assert!(oom.summary.contains("activations"), "{}", oom.summary);
+    // The error came after the loop: its record's time is past the last scheduled one's,
+    // whose counters (no OOM) the allocator finding reads.
+    let records = std::fs::read_to_string(common::shared_data(
+        "gpu-h200/lm_clean/profiles/memory.jsonl",
+    ))
+    .unwrap();
+    let last: serde_json::Value = serde_json::from_str(records.lines().last().unwrap()).unwrap();
+    let report = std::fs::read_to_string(common::shared_data(
+        "gpu-h200/lm_clean/snapshots/oom.20261126_065229.txt",
+    ))
+    .unwrap();
+    let (_, record) = report.split_once("\nrecord:\n").unwrap();
+    let at_error: serde_json::Value = serde_json::from_str(record).unwrap();
+    assert!(at_error["time"].as_f64() > last["time"].as_f64());
+    assert!(
+        oom.summary.starts_with(&format!(
+            "out of memory after the last memory record (iteration {})",
+            last["iteration"]
+        )),
+        "{}",
+        oom.summary
+    );
     // The shared copy keeps the report's text, not its pickle: said, not fatal.
     assert!(
         oom.summary.contains("is not beside the report"),

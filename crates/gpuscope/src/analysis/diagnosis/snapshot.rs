@@ -8,6 +8,7 @@ use std::path::Path;
 use super::evidence::Evidence;
 use super::finding::{Anchor, Finding, FindingKind, FindingSource, Severity, Stake};
 use super::{file_name, share_of, RunInputs};
+use crate::analysis::report::RunReport;
 use crate::analysis::snapshot::sites::SiteBytes;
 use crate::analysis::snapshot::SnapshotReport;
 use crate::model::memory::percent;
@@ -21,7 +22,7 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
     let mut out = Vec::new();
     for rank in &run.ranks {
         for event in &rank.oom_events {
-            out.push(oom(run, rank.rank, event));
+            out.push(oom(run, rank, event));
         }
     }
     for report in run.snapshots {
@@ -31,7 +32,8 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
     out
 }
 
-fn oom(run: &RunInputs, rank: u32, event: &OomEvent) -> Finding {
+fn oom(run: &RunInputs, report: &RunReport, event: &OomEvent) -> Finding {
+    let rank = report.rank;
     let saved = event.snapshot.as_ref();
     let read = saved
         .and_then(|s| s.path.as_deref())
@@ -42,11 +44,22 @@ fn oom(run: &RunInputs, rank: u32, event: &OomEvent) -> Finding {
             |o| o.alive_by_site.iter().take(SITES).cloned().collect(),
         )
     });
+    // An error caught after the loop (an evaluation, a final check) is said to be so:
+    // the records' own counters, which end before it, say nothing of it.
+    let [_, last_record] = report.summary.times;
+    let after_loop = event
+        .time
+        .is_some_and(|t| last_record > 0.0 && t > last_record);
+    let when = match event.iteration {
+        _ if after_loop => format!(
+            " after the last memory record (iteration {})",
+            report.summary.iterations[1]
+        ),
+        Some(i) => format!(" at iteration {i}"),
+        None => String::new(),
+    };
     let mut summary = format!(
-        "out of memory{}: {}",
-        event
-            .iteration
-            .map_or(String::new(), |i| format!(" at iteration {i}")),
+        "out of memory{when}: {}",
         event.requested_bytes.map_or_else(
             || "a request failed".to_owned(),
             |r| format!("a {} request failed", human_bytes(r))
