@@ -33,6 +33,28 @@ pub struct Phase {
     /// Mean share of each component in the sum of the components' magnitudes, percent,
     /// over the records whose components are all finite.
     pub shares_percent: BTreeMap<String, f64>,
+    /// Those records: fewer than `records` when some had a NaN or an infinity.
+    pub finite_records: usize,
+}
+
+impl Phase {
+    /// The shares in words, `l2 46%, lm 54%`, and over how few records when some were
+    /// not finite.
+    pub fn shares_text(&self) -> String {
+        let shares: Vec<String> = self
+            .shares_percent
+            .iter()
+            .map(|(c, s)| format!("{c} {s:.0}%"))
+            .collect();
+        let mut text = shares.join(", ");
+        if self.finite_records < self.records {
+            text.push_str(&format!(
+                " (over {} of {} records: the rest NaN/Inf)",
+                self.finite_records, self.records
+            ));
+        }
+        text
+    }
 }
 
 /// A loss spike.
@@ -101,6 +123,7 @@ fn phases(records: &[MemoryRecord]) -> Vec<Phase> {
                 records: 0,
                 components: components(r),
                 shares_percent: BTreeMap::new(),
+                finite_records: 0,
             });
         }
         let phase = out.last_mut().expect("a phase is open");
@@ -137,6 +160,7 @@ impl Shares {
     /// Sets `phase`'s shares (means over the records counted) and starts again.
     fn close(&mut self, phase: Option<&mut Phase>) {
         if let Some(p) = phase {
+            p.finite_records = self.records;
             p.shares_percent = self
                 .sums
                 .iter()
@@ -327,5 +351,9 @@ mod tests {
         assert_eq!(phases[0].records, 5);
         assert_eq!(phases[0].shares_percent["a"], 25.0);
         assert_eq!(phases[0].shares_percent["b"], 75.0);
+        assert!(phases[0].finite_records < phases[0].records);
+        assert!(phases[0]
+            .shares_text()
+            .ends_with("records: the rest NaN/Inf)"));
     }
 }

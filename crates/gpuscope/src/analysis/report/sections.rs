@@ -168,6 +168,7 @@ mod tests {
             records: 3,
             components: Vec::new(),
             shares_percent: Default::default(),
+            finite_records: 3,
         };
         let t = section_trends(&records, &[phase(0, 20), phase(30, 50)]);
         assert_eq!(t[0].path, "render");

@@ -437,14 +437,7 @@ fn phases_table(page: &mut String, run: &RunReport) {
     let rows: Vec<Vec<String>> = l
         .phases
         .iter()
-        .map(|p| {
-            let shares: Vec<String> = p
-                .shares_percent
-                .iter()
-                .map(|(c, s)| format!("{c} {s:.0}%"))
-                .collect();
-            vec![format!("{} – {}", p.from, p.to), shares.join(", ")]
-        })
+        .map(|p| vec![format!("{} – {}", p.from, p.to), p.shares_text()])
         .collect();
     page.push_str("<h3>Loss phases</h3>");
     table(page, &["iterations", "share of the components' sum"], &rows);

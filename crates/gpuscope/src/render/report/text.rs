@@ -498,12 +498,7 @@ fn losses(out: &mut dyn Write, analysis: &LossAnalysis, width: u16) -> io::Resul
     writeln!(out)?;
     writeln!(out, "Loss phases (share of the components' sum):")?;
     for p in &analysis.phases {
-        let shares: Vec<String> = p
-            .shares_percent
-            .iter()
-            .map(|(c, s)| format!("{c} {s:.0}%"))
-            .collect();
-        let line = format!("  {:>8} – {:<8} {}", p.from, p.to, shares.join(", "));
+        let line = format!("  {:>8} – {:<8} {}", p.from, p.to, p.shares_text());
         paragraph(out, &line, width)?;
     }
     for s in &analysis.spikes {
