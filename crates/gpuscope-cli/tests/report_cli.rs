@@ -203,3 +203,28 @@ fn too_few_records_read_as_not_judged() {
         (&false.into(), &false.into())
     );
 }
+
+/// Two H200 runs compared: the comparison's table and its lines keep to 80 columns even
+/// with the runs' long paths as labels (they used to run to 105).
+#[test]
+fn the_comparison_of_two_runs_fits_80_columns() {
+    let out = gpuscope()
+        .arg("report")
+        .arg(shared("gpu-h200/lm_clean"))
+        .arg(shared("gpu-h200/lm_leak_nan"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let comparison = &text[text.find("COMPARISON (against").unwrap()..];
+    let wide: Vec<&str> = comparison
+        .lines()
+        .filter(|l| l.chars().count() > 80)
+        .collect();
+    assert!(wide.is_empty(), "{wide:?}");
+    // The leaking run's activations differ (its leak): a line of its own, wrapped.
+    let words = comparison.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("lm_leak_nan (rank 0): activations"),
+        "{comparison}"
+    );
+}

@@ -1145,3 +1145,18 @@ fn a_few_small_pageable_copies_get_no_pinning_advice() {
     );
     assert!(!text.contains("pin_memory=True"), "{text}");
 }
+
+/// torch's memory timeline export, given by its full path: the header wraps to 80
+/// columns like every other line (it ran to 94).
+#[test]
+fn the_memory_timeline_text_fits_80_columns() {
+    let path = traces_dir().join("memory_timeline.raw.gz");
+    let text = stdout_of(&trace([&path]));
+    assert!(
+        text.starts_with(&format!("{}", path.display())[..20]),
+        "{text}"
+    );
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "{line:?}");
+    }
+}

@@ -3,18 +3,18 @@
 
 use super::mb;
 use crate::analysis::memory_timeline::CategoryTimeline;
-use crate::render::{table, write_table};
+use crate::render::{paragraph, table, write_table};
 use std::io::{self, Write};
 use std::path::Path;
 
 /// The timeline as text in `width` columns.
 pub fn text(path: &Path, t: &CategoryTimeline, width: u16, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        out,
+    let head = format!(
         "{} — torch.profiler memory timeline, {} events",
         path.display(),
         t.events
-    )?;
+    );
+    paragraph(out, &head, width)?;
     writeln!(
         out,
         "Peak {} MB at {:.1} ms; {} MB at the end.",

@@ -20,7 +20,7 @@ use crate::model::units::ByteUnit;
 
 use super::health::{event_line, sci, verdict};
 use super::timeline;
-use crate::render::units::{bytes, in_unit};
+use crate::render::units::{bytes, figure, in_unit};
 use crate::render::{paragraph, right_align, table, unbroken, write_table};
 
 /// Modules listed in the gradient table; the ones that vanish or explode come first.
@@ -145,7 +145,7 @@ pub fn text(report: &Report, width: u16, out: &mut dyn Write) -> io::Result<()> 
         spread(out, s)?;
     }
     if let Some(c) = &report.comparison {
-        compared(out, c)?;
+        compared(out, c, width)?;
     }
     Ok(())
 }
@@ -255,27 +255,29 @@ pub(crate) fn change_text(change_percent: Option<f64>) -> String {
     }
 }
 
-fn compared(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
+fn compared(out: &mut dyn Write, c: &Comparison, width: u16) -> io::Result<()> {
     writeln!(out, "{RULE}")?;
-    writeln!(out, "COMPARISON (against {})", c.runs[0].label)?;
-    writeln!(out, "{RULE}")?;
-    writeln!(
+    paragraph(
         out,
-        "{:>12} {:>12} {:>12}  run",
-        "peak alloc", "peak tensors", "end census"
+        &format!("COMPARISON (against {})", c.runs[0].label),
+        width,
     )?;
+    writeln!(out, "{RULE}")?;
+    let mut t = table(width);
+    t.set_header(["run", "peak alloc MB", "peak tensors MB", "end census MB"]);
     for r in &c.runs {
         let alloc = r
             .peak_allocated_bytes
-            .map_or_else(|| "-".to_owned(), |b| in_unit(b, ByteUnit::Mib));
-        writeln!(
-            out,
-            "{alloc:>12} {:>9.1} MB {:>9.1} MB  {}",
-            ByteUnit::Mib.of(r.peak_tensor_bytes),
-            ByteUnit::Mib.of(r.end_census_bytes),
-            r.label
-        )?;
+            .map_or_else(|| "-".to_owned(), |b| figure(b as f64, ByteUnit::Mib, 1));
+        t.add_row([
+            r.label.clone(),
+            alloc,
+            figure(r.peak_tensor_bytes as f64, ByteUnit::Mib, 1),
+            figure(r.end_census_bytes as f64, ByteUnit::Mib, 1),
+        ]);
     }
+    right_align(&mut t, &[1, 2, 3]);
+    write_table(out, &t)?;
     if c.differences.is_empty() {
         writeln!(
             out,
@@ -283,15 +285,15 @@ fn compared(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
         )?;
     }
     for d in &c.differences {
-        writeln!(
-            out,
+        let line = format!(
             "  {}: {} {:.1} MB vs {:.1} MB ({})",
             d.run,
             d.category,
             ByteUnit::Mib.of(d.bytes),
             ByteUnit::Mib.of(d.baseline_bytes),
             change_text(d.change_percent)
-        )?;
+        );
+        paragraph(out, &line, width)?;
     }
     Ok(())
 }
