@@ -482,7 +482,9 @@ def test_each_categorys_own_max_agrees_with_torch(
         assert ours >= theirs and (ours > 0) == (theirs > 0)
     out = gpuscope_cli("trace", memory_run.raw)
     assert out.returncode == 0, out.stderr
-    rows = {line.split()[0]: line.split()[-1] for line in out.stdout.splitlines()[3:]}
+    # The table follows the header (wrapped to the terminal) and its blank line.
+    table = out.stdout.split("\n\n", 1)[1].splitlines()
+    rows = {line.split()[0]: line.split()[-1] for line in table}
     for category, m in zip(doc["categories"], most, strict=True):
         if m > 0:
             assert rows[category] == f"{m / 2**20:.1f}", out.stdout

@@ -80,7 +80,7 @@ fn section(run: &RunInputs, rank: &RunReport) -> Option<Finding> {
             s,
             Severity::Medium,
             format!(
-                "section {} grew {:+.0} % per call over the run ({:.2} → {:.2} ms)",
+                "section {} grew {:+.0} % over the run ({:.2} → {:.2} ms per call)",
                 s.path,
                 s.growth_percent.unwrap_or_default(),
                 s.early_mean_ms,

@@ -117,7 +117,7 @@ pub(super) fn gradients_table(page: &mut String, g: &GradientFlow) {
         .collect();
     let _ = write!(
         page,
-        "<h3>Gradient flow ({} measurements; median of the first third → last)</h3>",
+        "<h3>Gradient flow ({} measurements; medians of the first and last thirds)</h3>",
         g.measurements
     );
     table(

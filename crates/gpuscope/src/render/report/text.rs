@@ -428,7 +428,7 @@ fn gradients(out: &mut dyn Write, g: &GradientFlow, width: u16) -> io::Result<()
     writeln!(out)?;
     writeln!(
         out,
-        "Gradient flow ({} measurements; norm: median of the first third → last):",
+        "Gradient flow ({} measurements; medians of the first and last thirds):",
         g.measurements
     )?;
     let with_ratio = std::iter::once(&g.global)
