@@ -437,6 +437,28 @@ def test_clipped_percent_leaves_out_iterations_with_a_nan_norm(tmp_path: Path) -
     assert finite == [1, 5, 2, 5, 4, 5]  # iterations 0, 1-5, 6-10, 11-15, 16-20, 21-25
 
 
+def test_an_infinite_norm_neither_clips_nor_passes(tmp_path: Path) -> None:
+    """Gradients set to infinity between records (counted on the device) and at a recorded
+    iteration (read at once), as an fp16 overflow leaves them: not clipped, not checked.
+    Every other iteration's norm is far above the threshold, so all of them clip."""
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    infinite = {2, 5}
+    with gpuscope.MemoryProfiler(tmp_path, model=model, optimizer=opt, every=5) as scope:
+        for it in range(6):
+            for p in model.parameters():
+                p.grad = torch.full_like(p, math.inf if it in infinite else 10.0)
+            scope.record_gradients(it, clip_max_norm=1.0)
+            scope.step(it)
+    records = [json.loads(line) for line in (tmp_path / "profiles" / "memory.jsonl").open()]
+    counts = [
+        (g["measured"], g["finite"], g["clipped"]) for r in records if (g := r.get("gradients"))
+    ]
+    assert counts == [(1, 1, 1), (5, 3, 3)]  # iterations 0, then 1-5 without 2 and 5
+    flow = report_json(tmp_path)["runs"][0]["gradients"]
+    assert flow["clipped_percent"] == 100.0
+
+
 def test_the_h200_nan_run_names_its_first_nan_record_and_clips_on_finite_norms() -> None:
     """A real H200 run whose loss went NaN at iteration 70, recorded before records said
     how many iterations had a finite norm: the records whose own norm is null are left

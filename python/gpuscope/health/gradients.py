@@ -85,9 +85,10 @@ class GradientFlow:
             if clip_max_norm is not None:
                 self._count_clipping(grads, clip_max_norm)
             return
-        # A NaN norm neither clips nor passes: the share is of the finite ones.
-        self._finite += math.isfinite(global_norm)
-        if clip_max_norm is not None and global_norm > clip_max_norm:
+        # A NaN or infinite norm neither clips nor passes: the share is of the finite ones.
+        finite = math.isfinite(global_norm)
+        self._finite += finite
+        if clip_max_norm is not None and finite and global_norm > clip_max_norm:
             self._clipped += 1
             self._factors.append(clip_max_norm / global_norm)
         if not full:
@@ -127,12 +128,13 @@ class GradientFlow:
     def _count_clipping(self, grads: list[torch.Tensor], clip_max_norm: float) -> None:
         """Adds this call's clipping to the device counters, reading nothing."""
         norm = torch.linalg.vector_norm(torch.stack(self.norms.of(grads)).double())
-        clipped = norm > clip_max_norm
+        # `norm < inf` is false for NaN and infinity alike, which neither clip nor pass.
+        finite = norm < math.inf
+        clipped = (norm > clip_max_norm).logical_and_(finite)
         if self._on_device is None:
             self._on_device = torch.zeros(3, dtype=torch.float64, device=norm.device)
         factor = torch.where(clipped, clip_max_norm / norm, 0.0)
-        # `norm < inf` is false for NaN and infinity alike; one add for the three counts.
-        self._on_device.add_(torch.stack([clipped, factor, norm < math.inf]))
+        self._on_device.add_(torch.stack([clipped, factor, finite]))  # one add for three
 
     def after_step(self) -> None:
         """After the optimizer step of a measured iteration: the update/weight ratios,

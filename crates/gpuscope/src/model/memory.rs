@@ -135,10 +135,12 @@ impl GradientStats {
             None if self.global_norm.is_none() => return Some(Clipping::default()),
             None => self.measured,
         };
+        // Records written before `finite` counted an infinite norm as clipped.
+        let clipped = self.clipped.min(checked);
         Some(Clipping {
             checked,
-            clipped: self.clipped,
-            factor_sum: self.mean_clip_factor.unwrap_or(0.0) * self.clipped as f64,
+            clipped,
+            factor_sum: self.mean_clip_factor.unwrap_or(0.0) * clipped as f64,
         })
     }
 }
