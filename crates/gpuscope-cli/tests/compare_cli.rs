@@ -264,3 +264,27 @@ fn output_that_cannot_be_written_is_one_line() {
         "{err}"
     );
 }
+
+/// The H200 HF run has too few records after warm-up for the leak rule: `--fail-on leak`
+/// says the verdict was not checked, and why, instead of reading it as "no leak".
+#[test]
+fn a_leak_gate_on_runs_too_short_for_the_rule_is_not_checked() {
+    let hf = shared("hf");
+    let out = compare(&["--fail-on", "leak", "--format", "json"], &hf, &hf);
+    let doc: serde_json::Value = serde_json::from_str(&stdout_of(&out)).unwrap();
+    let text = doc.to_string();
+    assert!(
+        text.contains("the leak rule needs 6 memory records after warm-up"),
+        "{text}"
+    );
+    let leak = doc["ranks"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "leak")
+        .unwrap();
+    assert_eq!(
+        (&leak["base"], &leak["new"]),
+        (&serde_json::Value::Null, &serde_json::Value::Null)
+    );
+}

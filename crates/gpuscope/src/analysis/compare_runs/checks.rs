@@ -22,8 +22,9 @@ pub fn findings(
         .map(|check| match check {
             Check::Nonfinite => Some(nonfinite(rank)),
             Check::Leak => {
+                // Too few records for the rule: not checked, not "no leak".
                 let verdict = leak::analyze(&rank.records).leak;
-                Some(CheckOutcome {
+                verdict.judged.then_some(CheckOutcome {
                     found: verdict.suspected,
                     detail: verdict.reason,
                 })

@@ -14,6 +14,7 @@
 //! `=0%`. A figure a rule needs that one of the runs lacks (a rank only one run has, no
 //! step-time source in common) is listed as unchecked, not failed.
 
+use crate::analysis::report::leak::MIN_RECORDS;
 use crate::model::compare::{
     Bytes, Check, CheckOutcome, Figure, Limit, Pair, RankFigures, Regression, Rule, StepSource,
     Unchecked,
@@ -180,10 +181,13 @@ fn appeared(check: Check, ranks: &[RankFigures]) -> Appeared {
     let (base, new) = (sides(false), sides(true));
     if base.is_empty() || new.is_empty() {
         let which = if base.is_empty() { "BASE" } else { "NEW" };
-        return Appeared::Unknown(format!(
-            "{which} has no figures for this verdict (the allocator verdict needs CUDA \
-             allocator counters)"
-        ));
+        let needs = match check {
+            Check::Leak => {
+                format!("the leak rule needs {MIN_RECORDS} memory records after warm-up")
+            }
+            _ => "the allocator verdict needs CUDA allocator counters".to_owned(),
+        };
+        return Appeared::Unknown(format!("{which} has no figures for this verdict ({needs})"));
     }
     if base.iter().any(|(_, f)| f.found) {
         return Appeared::No;
