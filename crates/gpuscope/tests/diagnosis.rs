@@ -81,8 +81,8 @@ fn lm_clean_the_oom_the_idle_gpu_and_nvml_beside_the_trace() {
     assert!(at_error["time"].as_f64() > last["time"].as_f64());
     assert!(
         oom.summary.starts_with(&format!(
-            "out of memory after the last memory record (iteration {})",
-            last["iteration"]
+            "out of memory at iteration {}, after the last memory record (iteration {})",
+            at_error["iteration"], last["iteration"]
         )),
         "{}",
         oom.summary
@@ -148,9 +148,10 @@ fn lm_clean_the_oom_the_idle_gpu_and_nvml_beside_the_trace() {
         .filter_map(|v| v["gpus"][0]["utilization_percent"].as_f64())
         .collect();
     let mean = in_loop.iter().sum::<f64>() / in_loop.len() as f64;
+    let loop_max = in_loop.iter().copied().fold(0.0, f64::max);
     assert!(
         util.summary.contains(&format!(
-            "NVML utilisation {mean:.0} % on average, {max_util:.0} % at most, over the {} \
+            "NVML utilisation {mean:.0} % on average, {loop_max:.0} % at most, over the {} \
              samples of the training loop",
             in_loop.len()
         )),

@@ -144,9 +144,10 @@ fn mean_percent(held: &[&GpuSample]) -> Option<f64> {
     (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64)
 }
 
-/// GPU `gpu`'s mean utilisation while the training held memory on it.
-pub(super) fn held_utilization(samples: &[Sample], gpu: u32) -> Option<f64> {
-    mean_percent(&held_all(samples, gpu))
+/// GPU `gpu`'s mean utilisation over the samples the utilisation finding reads (the
+/// training loop's when there are enough).
+pub(super) fn held_utilization(run: &RunInputs, gpu: u32) -> Option<f64> {
+    mean_percent(&loop_samples(run.samples, gpu, training_loop(run)).0)
 }
 
 /// The finding of GPU `gpu`, when the training held memory on it in some sample: the

@@ -126,7 +126,7 @@ fn peak(rank: &RunReport, alive: Option<(std::path::PathBuf, Vec<SiteBytes>)>) -
         .max_by_key(|(_, _, bytes)| *bytes);
     let where_ = if let Some((event, memory, bytes)) = at_oom {
         allocated = bytes;
-        reserved = memory.reserved_bytes.or(reserved);
+        reserved = memory.reserved_bytes;
         categories = memory
             .categories_bytes
             .measured()
@@ -134,7 +134,10 @@ fn peak(rank: &RunReport, alive: Option<(std::path::PathBuf, Vec<SiteBytes>)>) -
             .map(|(name, b)| (name.to_owned(), b))
             .collect();
         iteration = event.iteration.unwrap_or(iteration);
-        format!(" when the out-of-memory error was caught (iteration {iteration})")
+        let at = event
+            .iteration
+            .map_or(String::new(), |i| format!(" (iteration {i})"));
+        format!(" when the out-of-memory error was caught{at}")
     } else {
         String::new()
     };

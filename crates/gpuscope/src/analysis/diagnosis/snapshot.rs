@@ -50,14 +50,15 @@ fn oom(run: &RunInputs, report: &RunReport, event: &OomEvent) -> Finding {
     let after_loop = event
         .time
         .is_some_and(|t| last_record > 0.0 && t > last_record);
-    let when = match event.iteration {
-        _ if after_loop => format!(
-            " after the last memory record (iteration {})",
+    let mut when = event
+        .iteration
+        .map_or(String::new(), |i| format!(" at iteration {i}"));
+    if after_loop {
+        when.push_str(&format!(
+            ", after the last memory record (iteration {})",
             report.summary.iterations[1]
-        ),
-        Some(i) => format!(" at iteration {i}"),
-        None => String::new(),
-    };
+        ));
+    }
     let mut summary = format!(
         "out of memory{when}: {}",
         event.requested_bytes.map_or_else(

@@ -31,7 +31,7 @@ pub(super) fn findings(run: &RunInputs) -> Vec<Finding> {
                 format!("; its memory peaked at {} allocated", human_bytes(p))
             });
             // On one machine rank R usually drives device R (LOCAL_RANK).
-            let utilization = super::gpu::held_utilization(run.samples, s.rank);
+            let utilization = super::gpu::held_utilization(run, s.rank);
             let samples = utilization.map_or(String::new(), |u| {
                 format!(
                     "; GPU {} (taken as its device) averaged {u:.0} % utilisation in gpu.jsonl",

@@ -149,8 +149,11 @@ impl Fragmentation {
                 gib(f * total as f64)
             )
         });
+        // Free memory read at the records, not at the failed request, only stands in for
+        // a cap the records cannot state: a recorded fraction of 1 says there is none.
         let free = self
             .device_free_at_rises_bytes
+            .filter(|_| self.memory_fraction.is_none())
             .filter(|free| *free as f64 * 100.0 / total as f64 >= FREE_AT_LIMIT_PERCENT)
             .map(|free| {
                 format!(

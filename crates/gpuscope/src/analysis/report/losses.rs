@@ -49,7 +49,7 @@ impl Phase {
         let mut text = shares.join(", ");
         if self.finite_records < self.records {
             text.push_str(&format!(
-                " (over {} of {} records: the rest NaN/Inf)",
+                " (over {} of {} records: the rest NaN/Inf or all 0)",
                 self.finite_records, self.records
             ));
         }
@@ -354,6 +354,6 @@ mod tests {
         assert!(phases[0].finite_records < phases[0].records);
         assert!(phases[0]
             .shares_text()
-            .ends_with("records: the rest NaN/Inf)"));
+            .ends_with("records: the rest NaN/Inf or all 0)"));
     }
 }

@@ -96,12 +96,13 @@ pub fn pageable(copies: &[CopyKind]) -> Option<(u64, u64, f64)> {
     if count == 0 {
         return None;
     }
-    let bytes: u64 = copies.iter().map(|c| c.pageable_bytes).sum();
-    let host: u64 = copies
-        .iter()
-        .filter(|c| matches!(c.direction.as_str(), "HtoD" | "DtoH"))
-        .map(|c| c.bytes)
-        .sum();
+    let host_rows = || {
+        copies
+            .iter()
+            .filter(|c| matches!(c.direction.as_str(), "HtoD" | "DtoH"))
+    };
+    let bytes: u64 = host_rows().map(|c| c.pageable_bytes).sum();
+    let host: u64 = host_rows().map(|c| c.bytes).sum();
     let share = if host > 0 {
         bytes as f64 * 100.0 / host as f64
     } else {

@@ -195,13 +195,11 @@ pub fn health_text(issues: &[HealthIssue], width: u16, out: &mut dyn Write) -> i
         return writeln!(out);
     }
     writeln!(out, "Trace health")?;
-    // Issues of one kind whose words differ only in their figures are said once; other
-    // words ("no ProfilerStep" against "one profiler step") are another message.
-    let wording = |i: &HealthIssue| -> (HealthKind, String) {
-        let words = i.detail.chars().filter(|c| !c.is_ascii_digit()).collect();
-        (i.kind, words)
-    };
-    let mut said: Vec<(HealthKind, String)> = Vec::new();
+    // Issues of one kind are said once, with the first one's figures; a kind whose count
+    // is 0 for some traces says another thing there ("no ProfilerStep" against "one
+    // profiler step", Kineto's losses without a dropped kernel): a message of its own.
+    let wording = |i: &HealthIssue| (i.kind, i.count == 0);
+    let mut said: Vec<(HealthKind, bool)> = Vec::new();
     for issue in issues {
         let Some(rank) = issue.rank else {
             paragraph(out, &format!("  {}: {}", issue.kind, issue.detail), width)?;
