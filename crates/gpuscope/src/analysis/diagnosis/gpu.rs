@@ -78,13 +78,12 @@ fn trace_busy_percent(run: &RunInputs) -> Option<f64> {
 /// The span of the memory records over every rank, Unix seconds: the training loop, where
 /// the samples of the whole command also hold start-up, evaluation and what comes after.
 fn training_loop(run: &RunInputs) -> Option<(f64, f64)> {
-    let spans = run.ranks.iter().map(|r| r.summary.times);
-    let (start, end) = spans
+    run.ranks
+        .iter()
+        .map(|r| r.summary.times)
         .filter(|[a, b]| *a > 0.0 && b > a)
-        .fold(None, |acc: Option<(f64, f64)>, [a, b]| {
-            Some(acc.map_or((a, b), |(x, y)| (x.min(a), y.max(b))))
-        })?;
-    Some((start, end))
+        .map(|[a, b]| (a, b))
+        .reduce(|(x, y), (a, b)| (x.min(a), y.max(b)))
 }
 
 fn gpu_indices(samples: &[Sample]) -> Vec<u32> {
@@ -119,11 +118,6 @@ fn held(samples: &[Sample], gpu: u32, window: Option<(f64, f64)>) -> Vec<&GpuSam
         .collect()
 }
 
-/// Every sample of GPU `gpu` the training held memory in.
-fn held_all(samples: &[Sample], gpu: u32) -> Vec<&GpuSample> {
-    held(samples, gpu, None)
-}
-
 /// The samples of GPU `gpu` within the training loop's span when there are enough of
 /// them, else every sample the training held memory in; and whether they are the loop's.
 fn loop_samples(
@@ -135,7 +129,7 @@ fn loop_samples(
     if window.is_some() && inside.len() >= MIN_LOOP_SAMPLES {
         (inside, true)
     } else {
-        (held_all(samples, gpu), false)
+        (held(samples, gpu, None), false)
     }
 }
 
@@ -159,6 +153,8 @@ fn utilization(
     trace_busy: Option<f64>,
     window: Option<(f64, f64)>,
 ) -> Option<Vec<Finding>> {
+    // Memory over the whole command: its peak may come before or after the loop.
+    let whole = held(samples, gpu, None);
     let (held, in_loop) = loop_samples(samples, gpu, window);
     if held.is_empty() {
         return None;
@@ -168,8 +164,6 @@ fn utilization(
         .iter()
         .filter_map(|g| g.utilization_percent)
         .reduce(f64::max);
-    // Memory over the whole command: its peak may come before or after the loop.
-    let whole = held_all(samples, gpu);
     let peak_used = whole.iter().filter_map(|g| g.memory_used_bytes).max();
     let total = whole.iter().find_map(|g| g.memory_total_bytes);
     let name = &held[0].name;

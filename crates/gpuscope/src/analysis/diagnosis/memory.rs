@@ -116,11 +116,8 @@ fn peak(rank: &RunReport, alive: Option<(std::path::PathBuf, Vec<SiteBytes>)>) -
         .oom_events
         .iter()
         .filter_map(|e| {
-            Some((
-                e,
-                e.at_error.as_ref()?,
-                e.at_error.as_ref()?.allocated_bytes?,
-            ))
+            let memory = e.at_error.as_ref()?;
+            Some((e, memory, memory.allocated_bytes?))
         })
         .filter(|(_, _, bytes)| *bytes > allocated)
         .max_by_key(|(_, _, bytes)| *bytes);

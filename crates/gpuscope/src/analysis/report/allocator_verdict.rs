@@ -142,7 +142,7 @@ impl Fragmentation {
     /// device's (the README's rule); `None` when it is the device's or cannot be told.
     pub fn process_limit(&self) -> Option<String> {
         let total = self.device_total_bytes.filter(|t| *t > 0)?;
-        let gib = |bytes: f64| format!("{:.1} GiB", bytes / f64::from(1u32 << 30));
+        let gib = |bytes: f64| format!("{:.1} GiB", ByteUnit::Gib.of_f64(bytes));
         let cap = self.memory_fraction.filter(|f| *f < 1.0).map(|f| {
             format!(
                 "torch.cuda.set_per_process_memory_fraction({f}) caps it at {}",

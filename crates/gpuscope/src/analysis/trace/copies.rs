@@ -89,9 +89,27 @@ pub fn copies(trace: &Trace, scope: &Scope) -> Vec<CopyKind> {
         .collect()
 }
 
-/// Copies from or to pageable host memory, in all: count, bytes, and their share of the
-/// bytes copied between host and device (percent); `None` without any.
-pub fn pageable(copies: &[CopyKind]) -> Option<(u64, u64, f64)> {
+/// Copies from or to pageable host memory, in all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pageable {
+    /// How many.
+    pub count: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Their share of the bytes copied between host and device, percent.
+    pub share_percent: f64,
+}
+
+impl Pageable {
+    /// Whether they move enough for pinning to be worth advising
+    /// ([`PAGEABLE_SHARE_PERCENT`]).
+    pub fn worth_pinning(&self) -> bool {
+        self.share_percent >= PAGEABLE_SHARE_PERCENT
+    }
+}
+
+/// The copies from or to pageable host memory; `None` without any.
+pub fn pageable(copies: &[CopyKind]) -> Option<Pageable> {
     let count: u64 = copies.iter().map(|c| c.pageable_count).sum();
     if count == 0 {
         return None;
@@ -108,7 +126,11 @@ pub fn pageable(copies: &[CopyKind]) -> Option<(u64, u64, f64)> {
     } else {
         100.0
     };
-    Some((count, bytes, share))
+    Some(Pageable {
+        count,
+        bytes,
+        share_percent: share,
+    })
 }
 
 #[cfg(test)]
@@ -135,7 +157,9 @@ mod tests {
             row("HtoD", 800, 200),
             row("DtoH", 200, 0),
         ];
-        assert_eq!(pageable(&rows), Some((1, 200, 20.0)));
+        let p = pageable(&rows).unwrap();
+        assert_eq!((p.count, p.bytes, p.share_percent), (1, 200, 20.0));
+        assert!(p.worth_pinning());
         assert_eq!(pageable(&[row("HtoD", 800, 0)]), None);
     }
 }

@@ -3,7 +3,7 @@
 //! ranks side by side; and the text of `--diff`.
 
 use super::stream_label;
-use crate::analysis::trace::copies::{pageable, PAGEABLE_SHARE_PERCENT};
+use crate::analysis::trace::copies::pageable;
 use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::health::{HealthIssue, HealthKind};
 use crate::analysis::trace::launches::LaunchStats;
@@ -570,14 +570,15 @@ fn copies(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
     }
     right_align(&mut t, &[1, 2, 3, 4, 5]);
     write_table(out, &t)?;
-    if let Some((count, bytes, share)) = pageable(&r.copies) {
+    if let Some(p) = pageable(&r.copies) {
         let what = format!(
-            "{} ({}, {share:.1} % of the bytes copied between host and device) use \
-             pageable host memory",
-            counted(count as usize, "copy"),
-            human_bytes(bytes)
+            "{} ({}, {:.1} % of the bytes copied between host and device) use pageable \
+             host memory",
+            counted(p.count as usize, "copy"),
+            human_bytes(p.bytes),
+            p.share_percent
         );
-        let line = if share >= PAGEABLE_SHARE_PERCENT {
+        let line = if p.worth_pinning() {
             format!(
                 "{what}: they are staged through a pinned buffer and cannot overlap compute \
                  — pin_memory=True in the DataLoader (or tensor.pin_memory()) and \
