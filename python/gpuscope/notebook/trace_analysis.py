@@ -557,7 +557,10 @@ class TraceAnalysis:
 
     def get_memory_timeline(self) -> pd.DataFrame:
         """Per rank and device, the bytes the profiler's ``[memory]`` events say were
-        allocated over time (``profile_memory=True`` traces), µs from the first event."""
+        allocated over time (``profile_memory=True`` traces), µs from the first event:
+        the allocator's own count (``Total Allocated``, what was allocated before the
+        trace included) where the events carry it, else their sum from the trace's
+        start."""
         columns: dict[str, list[Any]] = {"rank": [], "device": [], "ts (us)": [], "bytes": []}
         for rank in self._document["ranks"]:
             for device in rank["memory"]:

@@ -224,6 +224,20 @@ pub struct Trace {
     /// What Kineto says of the collective each communication kernel ran, by event index,
     /// in index order (kept apart like [`Trace::bandwidth`]).
     pub collectives: Vec<(usize, Collective)>,
+    /// The allocator's totals that newer Kineto writes on each `[memory]` event, by event
+    /// index, in index order (kept apart like [`Trace::bandwidth`]).
+    pub allocator_totals: Vec<(usize, AllocatorTotals)>,
+}
+
+/// The caching allocator's counts right after a `[memory]` event, as Kineto writes them
+/// (`Total Allocated`, `Total Reserved`; torch 1.13 and later): what was allocated before
+/// the trace began included. [`NONE`] where the event lacks one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllocatorTotals {
+    /// `Total Allocated`, bytes.
+    pub allocated: i64,
+    /// `Total Reserved`, bytes.
+    pub reserved: i64,
 }
 
 /// A collective as Kineto describes it on its kernel: the metadata of the
@@ -249,9 +263,19 @@ pub struct Collective {
 impl Trace {
     /// Kineto's bandwidth of event `i`, GB/s, when the trace gives it.
     pub fn bandwidth_of(&self, i: usize) -> Option<f64> {
-        let k = self.bandwidth.binary_search_by_key(&i, |b| b.0).ok()?;
-        Some(self.bandwidth[k].1)
+        of_event(&self.bandwidth, i)
     }
+
+    /// Kineto's allocator totals after memory event `i`, when the trace gives them.
+    pub fn allocator_totals_of(&self, i: usize) -> Option<AllocatorTotals> {
+        of_event(&self.allocator_totals, i)
+    }
+}
+
+/// The value a list kept apart by event index (in index order) holds for event `i`.
+fn of_event<T: Copy>(list: &[(usize, T)], i: usize) -> Option<T> {
+    let k = list.binary_search_by_key(&i, |v| v.0).ok()?;
+    Some(list[k].1)
 }
 
 impl Trace {

@@ -1,5 +1,6 @@
 //! The memory timeline of a trace recorded with `profile_memory=True`: the `[memory]`
-//! events (bytes allocated, negative when freed, per device) summed over time per device,
+//! events (bytes allocated, negative when freed, per device) summed over time per device
+//! from what the allocator held when the trace began (where Kineto writes its totals),
 //! the peak, and the operators that had allocated the most (net of their frees) by the
 //! time of the peak — each event belongs to the innermost operator running on its thread.
 
@@ -32,8 +33,15 @@ pub struct DeviceMemory {
     pub device: String,
     /// Memory events.
     pub events: u64,
-    /// Allocated bytes at the peak, counted from the start of the trace (allocations
-    /// made before it are not seen).
+    /// Bytes already allocated on the device when the trace began: Kineto's `Total
+    /// Allocated` less the events' own running sum. The peak, the end and the timeline
+    /// include them. `None` for a trace without `Total Allocated` (torch before 1.13):
+    /// there they count from the start of the trace, allocations made before it unseen.
+    pub allocated_before_trace_bytes: Option<i64>,
+    /// The highest `Total Reserved` of a GPU's events (the caching allocator's reserved
+    /// bytes); `None` for the CPU and for a trace without it.
+    pub peak_reserved_bytes: Option<i64>,
+    /// Allocated bytes at the peak.
     pub peak_bytes: i64,
     /// When the peak was, µs from the first memory event.
     pub peak_at_us: f64,
@@ -68,16 +76,27 @@ pub fn device_memory(trace: &Trace) -> Vec<DeviceMemory> {
     by_device
         .into_iter()
         .map(|(device, list)| {
+            let gpu = device >= 0;
             let mut level = 0i64;
             let mut levels = Vec::with_capacity(list.len());
             let (mut peak, mut peak_index) = (i64::MIN, 0);
+            let (mut before, mut reserved) = (None, None);
             for (k, &(i, _)) in list.iter().enumerate() {
                 level += if e.bytes[i] == NONE { 0 } else { e.bytes[i] };
                 levels.push(level);
                 if level > peak {
                     (peak, peak_index) = (level, k);
                 }
+                if let Some(totals) = trace.allocator_totals_of(i) {
+                    if before.is_none() && totals.allocated != NONE {
+                        before = Some(totals.allocated - level);
+                    }
+                    if gpu && totals.reserved != NONE {
+                        reserved = reserved.max(Some(totals.reserved));
+                    }
+                }
             }
+            let offset = before.unwrap_or(0);
             let mut net: FxHashMap<Option<u32>, i64> = FxHashMap::default();
             for &(i, op) in &list[..=peak_index] {
                 if e.bytes[i] != NONE {
@@ -102,22 +121,24 @@ pub fn device_memory(trace: &Trace) -> Vec<DeviceMemory> {
             top.truncate(TOP);
             let per = list.len().div_ceil(POINTS);
             DeviceMemory {
-                device: if device < 0 || device == NONE {
-                    "cpu".into()
-                } else {
+                device: if gpu {
                     format!("cuda:{device}")
+                } else {
+                    "cpu".into()
                 },
                 events: list.len() as u64,
-                peak_bytes: peak,
+                allocated_before_trace_bytes: before,
+                peak_reserved_bytes: reserved,
+                peak_bytes: peak + offset,
                 peak_at_us: (e.ts[list[peak_index].0] - origin) as f64 / 1000.0,
-                end_bytes: level,
+                end_bytes: level + offset,
                 timeline: list
                     .chunks(per)
                     .zip(levels.chunks(per))
                     .map(|(span, levels)| {
                         let at = e.ts[span[span.len() - 1].0];
                         let high = levels.iter().copied().max().unwrap_or(0);
-                        ((at - origin) as f64 / 1000.0, high)
+                        ((at - origin) as f64 / 1000.0, high + offset)
                     })
                     .collect(),
                 top_allocators: top,

@@ -22,7 +22,9 @@ use serde_json::value::RawValue;
 
 use super::split::{SplitError, Splitter};
 use crate::formats::progress::Progress;
-use crate::model::trace::{Collective, Event, Kind, RankFrom, Trace, NONE, NO_SHAPES};
+use crate::model::trace::{
+    AllocatorTotals, Collective, Event, Kind, RankFrom, Trace, NONE, NO_SHAPES,
+};
 use crate::{Error, Result};
 
 /// Events parsed per batch, in bytes of JSON: enough to share among cores, and small
@@ -265,6 +267,8 @@ struct Usable<'a> {
     shapes: Option<&'a RawValue>,
     counter_range: bool,
     bandwidth: Option<f64>,
+    /// A `[memory]` event's allocator totals.
+    totals: Option<AllocatorTotals>,
     /// A kernel's collective: its name and dtype not yet interned (boxed: few events have
     /// one, and every event is moved between threads).
     collective: Option<Box<RawCollective<'a>>>,
@@ -429,6 +433,10 @@ struct RawArgs<'a> {
     group_size: Option<Number>,
     #[serde(default, rename = "Seq")]
     seq: Option<Number>,
+    #[serde(default, rename = "Total Allocated")]
+    total_allocated: Option<Number>,
+    #[serde(default, rename = "Total Reserved")]
+    total_reserved: Option<Number>,
 }
 
 /// A string borrowed from the batch unless it has escapes. (serde's own `Cow<str>` in an
@@ -723,6 +731,15 @@ fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
         shapes: args.input_dims,
         counter_range: raw.ph == Phase::Complete && category == "cuda_profiler_range",
         bandwidth: args.bandwidth,
+        totals: match (kind, args.total_allocated, args.total_reserved) {
+            (Kind::Memory, allocated, reserved) if allocated.is_some() || reserved.is_some() => {
+                Some(AllocatorTotals {
+                    allocated: Number::int(allocated),
+                    reserved: Number::int(reserved),
+                })
+            }
+            _ => None,
+        },
         collective,
     })
 }
@@ -739,6 +756,9 @@ fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>) {
     trace.counter_ranges += u64::from(usable.counter_range);
     if let Some(gbps) = usable.bandwidth {
         trace.bandwidth.push((trace.events.len(), gbps));
+    }
+    if let Some(totals) = usable.totals {
+        trace.allocator_totals.push((trace.events.len(), totals));
     }
     if let Some((name, dtype, args)) = usable.collective.as_deref() {
         let collective = Collective {

@@ -9,7 +9,7 @@ use std::io::{self, Write};
 
 use html_escape::encode_text as text;
 
-use super::stream_label;
+use super::{memory_summary, stream_label};
 use crate::analysis::report::timeline::Unit;
 use crate::analysis::trace::health::HealthIssue;
 use crate::analysis::trace::ranks::RankComparison;
@@ -329,12 +329,10 @@ fn memory(page: &mut String, r: &RankReport) {
     for m in &r.memory {
         let _ = write!(
             page,
-            "<h3>Memory on {} ({} events)</h3><p>Peak {:.1} MB at {:.1} ms (counted from the \
-             start of the trace).</p>",
+            "<h3>Memory on {} ({} events)</h3><p>In the trace: {}.</p>",
             text(&m.device),
             m.events,
-            ByteUnit::Mib.of_f64(m.peak_bytes as f64),
-            m.peak_at_us / 1000.0
+            text(&memory_summary(m))
         );
         let x: Vec<i64> = m
             .timeline

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::analysis::trace::device_memory::DeviceMemory;
 use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::health::HealthIssue;
 use crate::analysis::trace::ranks::RankComparison;
@@ -21,6 +22,7 @@ use crate::analysis::trace::summary::{RankSummary, RanksView};
 use crate::analysis::trace::TraceAnalysis;
 use crate::model::trace::NONE;
 use crate::render::short_names::{bare_name, clip};
+use crate::render::units::ByteUnit;
 use crate::render::{unsupported, Compared, Format, Render};
 
 /// JSON schema name and version of [`json`]'s output.
@@ -144,4 +146,25 @@ pub(crate) fn stream_label(stream: i64) -> String {
     } else {
         stream.to_string()
     }
+}
+
+/// What a device's memory timeline comes to, after its heading: peak, end, and where the
+/// count starts from.
+pub(crate) fn memory_summary(m: &DeviceMemory) -> String {
+    let mb = |bytes: i64| ByteUnit::Mib.of_f64(bytes as f64);
+    let mut line = format!(
+        "peak {:.1} MB allocated at {:.1} ms, {:.1} MB at the end",
+        mb(m.peak_bytes),
+        m.peak_at_us / 1000.0,
+        mb(m.end_bytes)
+    );
+    match m.allocated_before_trace_bytes {
+        Some(0) => {}
+        Some(before) => line += &format!(", {:.1} MB of it from before the trace", mb(before)),
+        None => line += " (counted from the start of the trace: the trace has no allocator totals)",
+    }
+    if let Some(reserved) = m.peak_reserved_bytes {
+        line += &format!("; reserved at most {:.1} MB", mb(reserved));
+    }
+    line
 }

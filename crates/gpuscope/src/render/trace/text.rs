@@ -2,7 +2,7 @@
 //! time breakdown, steps, gaps, memory, operators, idle time, launches and copies; the
 //! ranks side by side; and the text of `--diff`.
 
-use super::stream_label;
+use super::{memory_summary, stream_label};
 use crate::analysis::trace::copies::pageable;
 use crate::analysis::trace::diff::TraceDiff;
 use crate::analysis::trace::health::{HealthIssue, HealthKind};
@@ -375,13 +375,10 @@ fn gaps(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
 fn memory(out: &mut dyn Write, r: &RankReport, width: u16) -> io::Result<()> {
     for m in &r.memory {
         let line = format!(
-            "Memory on {} ({} events): peak {:.1} MB at {:.1} ms, {:.1} MB at the end \
-             (counted from the start of the trace)",
+            "Memory on {} ({} events): {}",
             m.device,
             m.events,
-            ByteUnit::Mib.of_f64(m.peak_bytes as f64),
-            m.peak_at_us / 1000.0,
-            ByteUnit::Mib.of_f64(m.end_bytes as f64)
+            memory_summary(m)
         );
         paragraph(out, &line, width)?;
         let mut t = table(width);
