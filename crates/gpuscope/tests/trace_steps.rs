@@ -2,9 +2,12 @@
 //! of each step in the DataLoader with 0 workers, 0.1–2.4 % with 4): the input-pipeline
 //! verdict on the first and not on the second; and the verdict on runtime calls named by
 //! what the busiest of them do, against the calls' time read from the traces' JSON.
+//! Communication named by its collective, and on a CPU-only trace the gloo collectives as
+//! its communication.
 
 mod common;
 
+use gpuscope::analysis::trace::classify::CollectiveKind;
 use gpuscope::analysis::trace::steps::{step_overview, Category, VerdictKind};
 use gpuscope::formats::trace::read_trace;
 
@@ -219,4 +222,79 @@ fn the_runtime_split_adds_up_to_the_runtime_column() {
             );
         }
     }
+}
+
+/// The `ProfilerStep#N` windows of the trace at `rel` and, per step, the µs in which an
+/// event `is` picks ran, read from its JSON apart from the engine.
+fn column(rel: &str, is: impl Fn(&serde_json::Value) -> bool) -> Vec<f64> {
+    let doc = json(rel);
+    let events = doc["traceEvents"].as_array().unwrap();
+    let busy = union(
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X" && is(e))
+            .map(span)
+            .collect(),
+    );
+    profiler_steps(events)
+        .iter()
+        .map(|&(a, b)| {
+            busy.iter()
+                .map(|&(s, e)| (e.min(b) - s.max(a)).max(0.0))
+                .sum()
+        })
+        .collect()
+}
+
+#[test]
+fn communication_is_named_by_its_collective() {
+    // The sampled TorchRec pair: every NCCL kernel is a SendRecv (the sharded embeddings'
+    // all-to-all), 26–28 % of each step on rank 0.
+    let rel = "traces/sampled_rank0.json.gz";
+    let doc = json(rel);
+    let nccl: std::collections::BTreeSet<&str> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "kernel")
+        .filter_map(|e| e["name"].as_str())
+        .filter(|n| n.starts_with("nccl"))
+        .map(|n| n.split('(').next().unwrap())
+        .collect();
+    assert_eq!(
+        nccl.into_iter().collect::<Vec<_>>(),
+        ["ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"]
+    );
+    let o = overview("sampled_rank0.json.gz");
+    let v = o
+        .verdicts
+        .iter()
+        .find(|v| v.kind == VerdictKind::Communication)
+        .expect("a communication verdict");
+    assert_eq!(v.collective, Some(CollectiveKind::Exchange));
+    assert!(v.advice.contains("all-to-all"), "{}", v.advice);
+    assert!(!v.advice.contains("DDP"), "{}", v.advice);
+}
+
+#[test]
+fn without_a_gpu_the_cpus_collectives_are_the_communication() {
+    // A CPU-only trainer whose gloo all-reduces run on two threads beside the step.
+    let rel = "traces/cpu_only_rank34.json.gz";
+    let gloo = column(rel, |e| {
+        e["name"].as_str().unwrap_or("").starts_with("gloo:")
+    });
+    let o = overview("cpu_only_rank34.json.gz");
+    assert_eq!(o.steps.len(), gloo.len());
+    for (s, us) in o.steps.iter().zip(&gloo) {
+        assert!(*us > 0.5 * s.duration_us, "{}: {us}", s.name);
+        let comm = s.breakdown_us[Category::Communication as usize];
+        assert!((comm - us).abs() < 0.01, "{}: {comm} against {us}", s.name);
+    }
+    let v = o
+        .verdicts
+        .iter()
+        .find(|v| v.kind == VerdictKind::Communication)
+        .expect("a communication verdict");
+    assert_eq!(v.collective, Some(CollectiveKind::AllReduce));
+    assert!(v.advice.contains("gloo"), "{}", v.advice);
 }

@@ -266,6 +266,11 @@ impl Trace {
         of_event(&self.bandwidth, i)
     }
 
+    /// What Kineto says of the collective kernel `i` ran, when the trace says it.
+    pub fn collective_of(&self, i: usize) -> Option<Collective> {
+        of_event(&self.collectives, i)
+    }
+
     /// Kineto's allocator totals after memory event `i`, when the trace gives them.
     pub fn allocator_totals_of(&self, i: usize) -> Option<AllocatorTotals> {
         of_event(&self.allocator_totals, i)

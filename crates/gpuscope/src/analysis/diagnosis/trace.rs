@@ -5,6 +5,7 @@
 use super::evidence::{Evidence, StepEvidence};
 use super::finding::{Anchor, Finding, FindingKind, FindingSource, Severity, Stake};
 use super::RunInputs;
+use crate::analysis::trace::classify::CollectiveKind;
 use crate::analysis::trace::health::{HealthIssue, HealthKind};
 use crate::analysis::trace::report::RankReport;
 use crate::analysis::trace::steps::{Verdict, VerdictKind};
@@ -150,13 +151,7 @@ fn steps(rank: &RankReport) -> Vec<Finding> {
                 if v.kind == VerdictKind::GpuStarved {
                     summary.push_str(&launch_bound_and_gap(rank));
                 }
-                finding(
-                    severity,
-                    summary,
-                    v.percent,
-                    Some(v),
-                    next_for(v.kind, rank),
-                )
+                finding(severity, summary, v.percent, Some(v), next_for(v, rank))
             })
             .collect();
     }
@@ -183,7 +178,7 @@ fn steps(rank: &RankReport) -> Vec<Finding> {
         launch_bound_and_gap(rank)
     );
     let next = if rank.launch_bound {
-        next_for(VerdictKind::LaunchOverhead, rank)
+        next_for_kind(VerdictKind::LaunchOverhead, rank)
     } else {
         ""
     };
@@ -209,7 +204,25 @@ fn launch_bound_and_gap(rank: &RankReport) -> String {
     out
 }
 
-fn next_for(kind: VerdictKind, rank: &RankReport) -> &'static str {
+/// What to try first against step verdict `v`.
+fn next_for(v: &Verdict, rank: &RankReport) -> &'static str {
+    match (v.kind, v.collective) {
+        (
+            VerdictKind::Communication,
+            Some(CollectiveKind::AllGather | CollectiveKind::ReduceScatter),
+        ) => "FSDP forward_prefetch / backward_prefetch, or HYBRID_SHARD",
+        (VerdictKind::Communication, Some(CollectiveKind::Exchange)) => {
+            "overlap the all-to-all with computation (a pipelined loop) and balance the shards"
+        }
+        (VerdictKind::Communication, Some(CollectiveKind::Broadcast)) => {
+            "DDP(broadcast_buffers=False) when the buffers need no sync"
+        }
+        (kind, _) => next_for_kind(kind, rank),
+    }
+}
+
+/// What to try first against a step verdict of `kind`, whatever it names.
+fn next_for_kind(kind: VerdictKind, rank: &RankReport) -> &'static str {
     match kind {
         VerdictKind::InputPipeline => "DataLoader(num_workers=..., pin_memory=True)",
         VerdictKind::GpuStarved => {

@@ -359,6 +359,63 @@ impl KernelType {
     }
 }
 
+words! {
+    /// Which collective a piece of communication is, as its name tells (for advice: each
+    /// has its own remedy).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum CollectiveKind {
+        /// All-reduce: DDP's gradient synchronisation.
+        AllReduce = "all_reduce",
+        /// All-gather: FSDP's and ZeRO's parameter gathering.
+        AllGather = "all_gather",
+        /// Reduce-scatter: FSDP's and ZeRO's gradient scattering.
+        ReduceScatter = "reduce_scatter",
+        /// All-to-all and point-to-point exchanges: sharded embeddings, mixture-of-experts
+        /// dispatch, pipeline stages.
+        Exchange = "exchange",
+        /// Broadcast: DDP's buffer synchronisation, parameters sent from one rank.
+        Broadcast = "broadcast",
+        /// A name that says none of these (RCCL's `ncclDevKernel_Generic`, a reduce, a
+        /// barrier).
+        Other = "other",
+    }
+}
+
+impl CollectiveKind {
+    /// The collective a communication kernel (`ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t`,
+    /// `ncclDevKernel_AllReduce_Sum_f32_RING_LL`, and the non-NCCL kernels of [`RULES`])
+    /// or a CPU collective (`gloo:all_reduce`) is, by its name.
+    pub fn of(name: &str) -> CollectiveKind {
+        // NCCL writes `AllReduce`, gloo `all_reduce`, NVSHMEM `alltoall`: one spelling.
+        let name: String = name
+            .chars()
+            .filter(|&c| c != '_')
+            .flat_map(char::to_lowercase)
+            .collect();
+        let has = |words: &[&str]| words.iter().any(|w| name.contains(w));
+        if has(&["reducescatter"]) {
+            CollectiveKind::ReduceScatter
+        } else if has(&["allgather", "fcollect"]) {
+            CollectiveKind::AllGather
+        } else if has(&["allreduce", "crossdevicereduce", "rdxn"]) {
+            CollectiveKind::AllReduce
+        } else if has(&["sendrecv", "alltoall", "deepep", "send", "recv"]) {
+            CollectiveKind::Exchange
+        } else if has(&["broadcast"]) {
+            CollectiveKind::Broadcast
+        } else {
+            CollectiveKind::Other
+        }
+    }
+}
+
+/// Whether the CPU event called `name` is a collective the CPU runs itself: a
+/// `record_function` range of torch.distributed's gloo or MPI process group
+/// (`gloo:all_reduce`, `mpi:broadcast`), which moves CPU tensors with no GPU kernel.
+pub fn is_cpu_collective(name: &str) -> bool {
+    name.starts_with("gloo:") || name.starts_with("mpi:")
+}
+
 /// Whether the launch of the copy Kineto names `name` returns at once: the copy is between
 /// device memories (`Memcpy DtoD (Device -> Device)`) or with pinned host memory (`Memcpy
 /// HtoD (Pinned -> Device)`). With pageable host memory (`(Pageable -> Device)`, `(Device
@@ -403,6 +460,51 @@ impl Call {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn collectives_are_named_by_what_they_do() {
+        for (name, kind) in [
+            (
+                "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, \
+                 ncclWork*)",
+                CollectiveKind::Exchange,
+            ),
+            (
+                "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
+                CollectiveKind::AllReduce,
+            ),
+            (
+                "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                CollectiveKind::AllGather,
+            ),
+            (
+                "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                CollectiveKind::ReduceScatter,
+            ),
+            (
+                "ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclWorkElem)",
+                CollectiveKind::Broadcast,
+            ),
+            ("alltoall_on_stream_kernel", CollectiveKind::Exchange),
+            (
+                "void deep_ep::internode_ll::dispatch<true, 3, 10, 7168>(void*)",
+                CollectiveKind::Exchange,
+            ),
+            (
+                "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*)",
+                CollectiveKind::AllReduce,
+            ),
+            ("gloo:all_reduce", CollectiveKind::AllReduce),
+            (
+                "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)",
+                CollectiveKind::Other,
+            ),
+        ] {
+            assert_eq!(CollectiveKind::of(name), kind, "{name}");
+        }
+        assert!(is_cpu_collective("gloo:all_reduce"));
+        assert!(!is_cpu_collective("nccl:all_reduce"));
+    }
 
     /// Each of `names` classifies as `class`.
     fn check(class: Class, names: &[&str]) {

@@ -9,7 +9,9 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::classify::{copy_launch_returns_at_once, Call, KernelType};
+use super::classify::{
+    copy_launch_returns_at_once, is_cpu_collective, Call, CollectiveKind, KernelType,
+};
 use super::graphs::Replays;
 use super::intervals::{intersection, length, merge, Interval};
 use crate::model::trace::{Kind, Trace, NONE};
@@ -41,7 +43,8 @@ words! {
         Memcpy = "memcpy",
         /// GPU memsets.
         Memset = "memset",
-        /// Communication kernels (NCCL and the like).
+        /// Communication kernels (NCCL and the like); in a trace without GPU work, the
+        /// collectives the CPU runs (gloo).
         Communication = "communication",
         /// CUDA runtime and driver calls.
         Runtime = "runtime",
@@ -188,6 +191,10 @@ pub struct Verdict {
     /// calls' time inside the steps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
+    /// The collective that took the most of the communication a communication verdict
+    /// names (by its time inside the steps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective: Option<CollectiveKind>,
     /// What it means and what to do.
     pub advice: String,
 }
@@ -257,8 +264,9 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
         return None;
     }
     windows.sort_unstable();
+    let gpu = trace.has_gpu_work();
     let parts = runtime_parts(trace);
-    let slots = slots(trace, &parts);
+    let (slots, communication) = slots(trace, &parts, gpu);
     let replayed = merge(
         Replays::of(trace)
             .work
@@ -315,8 +323,11 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
             .map(|p| steps.iter().map(|s| s.runtime_us[p]).sum::<f64>() / n)
             .collect(),
     };
-    let busiest = busiest_calls(trace, &windows, &parts);
-    let verdicts = verdicts(&mean, trace.has_gpu_work(), &busiest);
+    let busiest = Busiest {
+        calls: busiest_calls(trace, &windows, &parts),
+        collective: busiest_collective(trace, &windows, &communication),
+    };
+    let verdicts = verdicts(&mean, gpu, &busiest);
     Some(StepOverview {
         steps,
         mean,
@@ -371,11 +382,18 @@ fn runtime_parts(trace: &Trace) -> Vec<(usize, RuntimePart)> {
 }
 
 /// The busy intervals of each category but "other", in precedence order, the runtime
-/// category's split into its parts ([`slot_of`]) as `parts` gives them.
-fn slots(trace: &Trace, parts: &[(usize, RuntimePart)]) -> Vec<Vec<Interval>> {
+/// category's split into its parts ([`slot_of`]) as `parts` gives them; and the events of
+/// the communication category. `gpu`: whether the trace has GPU work (without, the
+/// collectives the CPU runs are its communication).
+fn slots(
+    trace: &Trace,
+    parts: &[(usize, RuntimePart)],
+    gpu: bool,
+) -> (Vec<Vec<Interval>>, Vec<usize>) {
     let e = &trace.events;
     let mut slots: Vec<Vec<Interval>> =
         vec![Vec::new(); Category::ALL.len() - 2 + RuntimePart::ALL.len()];
+    let mut communication = Vec::new();
     for &(i, part) in parts {
         slots[slot_of(Category::Runtime, part)].push((e.ts[i], e.end(i)));
     }
@@ -390,15 +408,50 @@ fn slots(trace: &Trace, parts: &[(usize, RuntimePart)]) -> Vec<Vec<Interval>> {
             Kind::Memcpy => Category::Memcpy,
             Kind::Memset => Category::Memset,
             _ if said.step => continue,
+            Kind::CpuOp | Kind::UserAnnotation if !gpu && said.cpu_collective => {
+                Category::Communication
+            }
             Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction if said.dataloader => {
                 Category::Dataloader
             }
             Kind::CpuOp | Kind::UserAnnotation | Kind::PythonFunction => Category::CpuExec,
             _ => continue,
         };
+        if class == Category::Communication {
+            communication.push(i);
+        }
         slots[slot_of(class, RuntimePart::Other)].push((e.ts[i], e.end(i)));
     }
-    slots.into_iter().map(merge).collect()
+    (slots.into_iter().map(merge).collect(), communication)
+}
+
+/// The collective of the `communication` events with the most time inside the step
+/// `windows`: by the name of each (a kernel's, or Kineto's `Collective name` where the
+/// kernel's says none); `None` when they took none.
+fn busiest_collective(
+    trace: &Trace,
+    windows: &[(i64, i64, u32)],
+    communication: &[usize],
+) -> Option<CollectiveKind> {
+    let e = &trace.events;
+    let steps = merge(windows.iter().map(|w| (w.0, w.1)).collect());
+    let mut by_kind: FxHashMap<CollectiveKind, i64> = FxHashMap::default();
+    for &i in communication {
+        let kind = match CollectiveKind::of(trace.names.get(e.name[i])) {
+            CollectiveKind::Other => trace.collective_of(i).map_or(CollectiveKind::Other, |c| {
+                CollectiveKind::of(trace.names.get(c.name))
+            }),
+            kind => kind,
+        };
+        *by_kind.entry(kind).or_default() += length(&clip(&steps, e.ts[i], e.end(i)));
+    }
+    CollectiveKind::ALL
+        .iter()
+        .filter_map(|k| by_kind.get(k).map(|&ns| (*k, ns)))
+        .filter(|&(_, ns)| ns > 0)
+        .rev()
+        .max_by_key(|&(_, ns)| ns)
+        .map(|(k, _)| k)
 }
 
 /// Per runtime part ([`RuntimePart::ALL`] order), the call with the most time of its own
@@ -441,6 +494,8 @@ struct Said {
     dataloader: bool,
     /// Communication, when it names a kernel.
     communication: bool,
+    /// A collective the CPU runs, when it names a CPU event.
+    cpu_collective: bool,
 }
 
 impl Said {
@@ -449,6 +504,7 @@ impl Said {
             step: name.starts_with("ProfilerStep#"),
             dataloader: name.contains("DataLoader"),
             communication: KernelType::of(name) == KernelType::Communication,
+            cpu_collective: is_cpu_collective(name),
         }
     }
 }
@@ -463,11 +519,16 @@ fn clip(intervals: &[Interval], start: i64, end: i64) -> Vec<Interval> {
         .collect()
 }
 
-type Threshold = (VerdictKind, f64, f64, fn(f64) -> String);
+/// What took the most of the steps' time, for the verdicts to name.
+struct Busiest {
+    /// The busiest runtime call of each part ([`busiest_calls`]).
+    calls: Vec<Option<String>>,
+    /// The busiest collective ([`busiest_collective`]).
+    collective: Option<CollectiveKind>,
+}
 
-/// The verdicts on the mean step; those about the GPU only when there is one. `busiest`:
-/// the busiest runtime call of each part ([`busiest_calls`]).
-fn verdicts(mean: &Step, gpu: bool, busiest: &[Option<String>]) -> Vec<Verdict> {
+/// The verdicts on the mean step; those about the GPU only when there is one.
+fn verdicts(mean: &Step, gpu: bool, busiest: &Busiest) -> Vec<Verdict> {
     let mut out = Vec::new();
     let dataloader = mean.dataloader_cpu_percent();
     let idle = mean.gpu_idle_percent();
@@ -476,6 +537,7 @@ fn verdicts(mean: &Step, gpu: bool, busiest: &[Option<String>]) -> Vec<Verdict> 
             kind: VerdictKind::InputPipeline,
             percent: dataloader,
             call: None,
+            collective: None,
             advice: format!(
                 "the CPU is in the data loader {dataloader:.0} % of each step (the loader \
                  column counts only the part with nothing else running){}: the input \
@@ -493,6 +555,7 @@ fn verdicts(mean: &Step, gpu: bool, busiest: &[Option<String>]) -> Vec<Verdict> 
             kind: VerdictKind::GpuStarved,
             percent: idle,
             call: None,
+            collective: None,
             advice: if mean.percent(Category::Other) >= GPU_IDLE_PERCENT {
                 format!(
                     "the GPU is idle {idle:.0} % of each step and for {:.0} % of it the \
@@ -521,43 +584,73 @@ fn verdicts(mean: &Step, gpu: bool, busiest: &[Option<String>]) -> Vec<Verdict> 
     }
     let runtime = mean.percent(Category::Runtime);
     if runtime >= RUNTIME_PERCENT {
-        out.extend(runtime_verdict(mean, runtime, busiest));
+        out.extend(runtime_verdict(mean, runtime, &busiest.calls));
     }
-    let thresholds: [Threshold; 2] = [
-        (
-            VerdictKind::DataMovement,
-            mean.percent(Category::Memcpy) + mean.percent(Category::Memset),
-            MEMORY_PERCENT,
-            |p| {
-                format!(
-                    "copies and memsets take {p:.0} % of each step: keep tensors on the GPU, \
-                     pin host memory and copy with non_blocking=True"
-                )
-            },
-        ),
-        (
-            VerdictKind::Communication,
-            mean.percent(Category::Communication),
-            COMMUNICATION_PERCENT,
-            |p| {
-                format!(
-                    "communication alone takes {p:.0} % of each step: overlap it with \
-                     computation (DDP bucket size, gradient accumulation) or reduce it"
-                )
-            },
-        ),
-    ];
-    for (kind, percent, threshold, advice) in thresholds {
-        if percent >= threshold {
-            out.push(Verdict {
-                kind,
-                percent,
-                call: None,
-                advice: advice(percent),
-            });
-        }
+    let moving = mean.percent(Category::Memcpy) + mean.percent(Category::Memset);
+    if moving >= MEMORY_PERCENT {
+        out.push(Verdict {
+            kind: VerdictKind::DataMovement,
+            percent: moving,
+            call: None,
+            collective: None,
+            advice: format!(
+                "copies and memsets take {moving:.0} % of each step: keep tensors on the \
+                 GPU, pin host memory and copy with non_blocking=True"
+            ),
+        });
+    }
+    let communicating = mean.percent(Category::Communication);
+    if communicating >= COMMUNICATION_PERCENT {
+        out.push(Verdict {
+            kind: VerdictKind::Communication,
+            percent: communicating,
+            call: None,
+            collective: busiest.collective,
+            advice: communication_advice(communicating, busiest.collective, gpu),
+        });
     }
     out
+}
+
+/// What to do when communication alone takes `percent` of each step, most of it
+/// `collective`; `gpu`: whether it ran on one (else gloo's collectives on the CPU).
+fn communication_advice(percent: f64, collective: Option<CollectiveKind>, gpu: bool) -> String {
+    let (what, remedy) = match collective.unwrap_or(CollectiveKind::Other) {
+        CollectiveKind::AllReduce => (
+            Some("all-reduce"),
+            "gradient all-reduce the backward pass does not hide — DDP overlaps it bucket by \
+             bucket (bucket_cap_mb), no_sync() skips it on gradient-accumulation steps, a \
+             communication hook sends bf16 gradients",
+        ),
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter => (
+            Some("all-gather and reduce-scatter"),
+            "sharded training's parameter gathers and gradient scatters — prefetch them so \
+             they overlap computation (FSDP's forward_prefetch, backward_prefetch), or shard \
+             within a node only (HYBRID_SHARD)",
+        ),
+        CollectiveKind::Exchange => (
+            Some("all-to-all and send/receive"),
+            "exchanges of sharded embeddings, mixture-of-experts dispatch or pipeline \
+             stages — exchange the next batch while this one computes (a pipelined loop), \
+             balance what each rank sends, or send less",
+        ),
+        CollectiveKind::Broadcast => (
+            Some("broadcast"),
+            "a broadcast every step is usually DDP's buffer sync (broadcast_buffers=True) or \
+             parameters sent again — broadcast once, or turn buffer broadcasting off when \
+             the buffers need no sync",
+        ),
+        CollectiveKind::Other => (None, "overlap it with computation or reduce it"),
+    };
+    let most = what.map_or(String::new(), |w| format!(", most of it {w}"));
+    if gpu {
+        format!("communication alone takes {percent:.0} % of each step{most}: {remedy}")
+    } else {
+        format!(
+            "collectives the CPU runs (gloo) take {percent:.0} % of each step{most}, whatever \
+             else it did meanwhile: {remedy}"
+        )
+    }
 }
 
 /// The verdict on runtime calls taking `runtime` percent of the mean step, named by the
@@ -630,6 +723,7 @@ fn runtime_verdict(mean: &Step, runtime: f64, busiest: &[Option<String>]) -> Opt
         kind,
         percent: runtime,
         call,
+        collective: None,
         advice,
     })
 }
