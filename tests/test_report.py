@@ -12,6 +12,7 @@ from typing import Any
 import gpuscope
 import pytest
 import torch
+from _helpers import SHARED_DATA, shared_file
 from torch import nn
 
 ITERATIONS = 120
@@ -125,3 +126,30 @@ def test_loss_phases_are_found(tmp_path: Path) -> None:
     shares = run["phases"][2]["shares_percent"]
     assert shares["sdf_estimation"] == pytest.approx(100 * 0.2 / 0.8)
     assert run["spikes"] == []
+
+
+def test_report_and_compare_read_the_same_peak_tensors() -> None:
+    """The H200 pair (a leak of activations kept with their graphs): the report's
+    comparison and ``gpuscope compare`` give each run the same peak tensors, the highest
+    sum of its records' categories (the census alone misses the activations on a GPU)."""
+    runs = [shared_file(SHARED_DATA / "gpu-h200" / name) for name in ("lm_clean", "lm_leak_nan")]
+    want = []
+    for run in runs:
+        records = [json.loads(line) for line in (run / "profiles" / "memory.jsonl").open()]
+        want.append(
+            max(
+                max(sum(v or 0 for v in r["categories_bytes"].values()), r["census_bytes"])
+                for r in records
+            )
+        )
+    assert want[1] > 5 * want[0]  # the leak is in the tensors' memory
+    compared = report(*runs)["comparison"]["runs"]
+    assert [r["peak_tensor_bytes"] for r in compared] == want
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuscope", "compare", *map(str, runs), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (rank,) = json.loads(out.stdout)["ranks"]
+    assert [rank["peak_tensor_bytes"][side] for side in ("base", "new")] == want

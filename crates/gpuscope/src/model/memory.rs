@@ -64,6 +64,15 @@ pub struct MemoryRecord {
     pub autocast: Option<Autocast>,
 }
 
+impl MemoryRecord {
+    /// The memory of the tensors: the sum of the categories (activations included, which
+    /// the census of counted tensors misses: on GPU they are allocated memory no tensor
+    /// object owns), at least the census.
+    pub fn tensor_bytes(&self) -> u64 {
+        self.categories_bytes.total().max(self.census_bytes)
+    }
+}
+
 /// Mixed precision as the model's forward saw it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Autocast {

@@ -22,8 +22,7 @@ pub struct MemoryFigures {
     pub peak_allocated_bytes: Option<u64>,
     /// Highest reserved over the records; `None` without allocator figures.
     pub peak_reserved_bytes: Option<u64>,
-    /// Highest memory of the tensors over the records: the sum of the categories
-    /// (activations included, which the census alone misses on CPU), at least the census.
+    /// Highest memory of the tensors over the records ([`MemoryRecord::tensor_bytes`]).
     pub peak_tensor_bytes: u64,
     /// Each measured category's median after warm-up.
     pub steady_categories_bytes: BTreeMap<String, u64>,
@@ -46,7 +45,7 @@ pub fn memory_figures(
         peak_reserved_bytes: allocator.map(|a| a.peak_reserved_bytes),
         peak_tensor_bytes: records
             .iter()
-            .map(|r| r.categories_bytes.total().max(r.census_bytes))
+            .map(MemoryRecord::tensor_bytes)
             .max()
             .unwrap_or(0),
         steady_categories_bytes: by_category

@@ -20,7 +20,8 @@ pub struct RunFigures {
     pub label: String,
     /// Highest allocator peak over the run; `null` on CPU.
     pub peak_allocated_bytes: Option<u64>,
-    /// Highest census over the run.
+    /// Highest memory of the tensors over the run ([`MemoryRecord::tensor_bytes`]), as
+    /// `gpuscope compare` reads it.
     pub peak_tensor_bytes: u64,
     /// Census at the end.
     pub end_census_bytes: u64,
@@ -72,7 +73,11 @@ pub fn compare(runs: &[(String, &[MemoryRecord])]) -> Option<Comparison> {
                             .map(|a| a.peak_allocated_bytes.max(a.allocated_bytes))
                     })
                     .max(),
-                peak_tensor_bytes: records.iter().map(|r| r.census_bytes).max().unwrap_or(0),
+                peak_tensor_bytes: records
+                    .iter()
+                    .map(MemoryRecord::tensor_bytes)
+                    .max()
+                    .unwrap_or(0),
                 end_census_bytes: last.census_bytes,
                 end_categories_bytes: last
                     .categories_bytes
@@ -137,7 +142,7 @@ mod tests {
         let a = [record(100 * MIB, 50 * MIB), record(100 * MIB, 60 * MIB)];
         let b = [record(101 * MIB, 200 * MIB)];
         let c = compare(&[("a".into(), &a[..]), ("b".into(), &b[..])]).unwrap();
-        assert_eq!(c.runs[0].peak_tensor_bytes, 100 * MIB);
+        assert_eq!(c.runs[0].peak_tensor_bytes, 160 * MIB);
         assert_eq!(c.runs[1].end_census_bytes, 101 * MIB);
         assert_eq!(c.differences.len(), 1, "{:?}", c.differences);
         let d = &c.differences[0];

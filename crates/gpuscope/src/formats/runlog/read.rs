@@ -280,7 +280,13 @@ impl Block {
     fn into_record(self) -> Option<MemoryRecord> {
         let mut record = self.record?;
         let (allocated, reserved) = self.allocated?;
-        record.census_bytes = record.categories_bytes.total();
+        // The data types sum the tensors the census found; the categories may hold more
+        // (on GPU, activations are the allocated memory no tensor object owns).
+        record.census_bytes = if record.dtypes_bytes.is_empty() {
+            record.categories_bytes.total()
+        } else {
+            record.dtypes_bytes.values().sum()
+        };
         if self.cpu_census {
             record.device = "cpu".into();
             record.census_bytes = ByteUnit::Mib.to_bytes(allocated);
