@@ -4,7 +4,12 @@
 Issue #27. What a notebook does: import, load a directory of traces, then five
 questions -- ``get_temporal_breakdown``, ``get_gpu_kernel_breakdown``,
 ``get_idle_time_breakdown``, ``get_queue_length_summary``,
-``get_cuda_kernel_launch_stats`` (``visualize=False``). Each side is one child process
+``get_cuda_kernel_launch_stats`` (``visualize=False``); then, timed apart, two more:
+``get_gpu_user_annotation_breakdown(use_gpu_annotation=False, visualize=False)`` (the
+CPU's ranges: few of these traces have GPU ones, and HTA answers ``None`` without) and
+``get_aten_op_kernels_and_delay()`` (HTA draws a plotly table there whatever it is
+asked: ``Figure.show`` is made a no-op on both sides; a question that raises is printed
+as failed, not timed). Each side is one child process
 (``python bench_notebook.py --side S DIR``) started under ``/usr/bin/time`` for its peak
 RSS (``_measure.run_child``); the whole child is timed, and it reports its own timer
 around the import, the load and the questions. Sides: ``gpuscope`` (``from gpuscope
@@ -27,8 +32,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 from _measure import closing_notes, last_json, loadavg, note, run_child
 
@@ -61,16 +68,42 @@ def side(name: str, trace_dir: str) -> None:
     analyzer.get_queue_length_summary()
     analyzer.get_cuda_kernel_launch_stats(visualize=False)
     t3 = time.perf_counter()
+    more: dict[str, float | None] = {}
+    with patch("plotly.graph_objects.Figure.show"):
+        for question, ask in MORE.items():
+            t = time.perf_counter()
+            try:
+                ask(analyzer)
+            except (KeyError, ValueError):  # how HTA fails on some traces
+                more[question] = None
+            else:
+                more[question] = time.perf_counter() - t
     print(
         json.dumps(
             {
                 "import_s": t1 - t0,
                 "load_s": t2 - t1,
                 "questions_s": t3 - t2,
+                "more_s": more,
                 "temporal": temporal.to_dict(orient="records"),
             }
         )
     )
+
+
+# The two questions timed apart from the first five, by the column they print under.
+MORE: dict[str, Callable[[Any], object]] = {
+    "annot ms": lambda a: a.get_gpu_user_annotation_breakdown(
+        use_gpu_annotation=False, visualize=False
+    ),
+    "aten ms": lambda a: a.get_aten_op_kernels_and_delay(),
+}
+
+
+def more_median(parts: list[dict[str, Any]], question: str) -> float | None:
+    """The median time of ``question`` over a side's runs; ``None`` when it failed."""
+    times = [p["more_s"][question] for p in parts]
+    return None if None in times else statistics.median(times)
 
 
 def agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -112,28 +145,47 @@ def main() -> None:
             if not agree(answers["gpuscope"], answers["hta"]):
                 raise SystemExit(f"{label}: the temporal breakdowns disagree: {answers}")
             print(f"\n{label} ({len(names)} rank(s), {size:.1f} MB gzipped)")
-            print(f"{'side':<9} {'wall s':>7} {'import':>7} {'load':>7} {'5 q.':>7} {'RSS MB':>7}")
+            print(
+                f"{'side':<9} {'wall s':>7} {'import':>7} {'load':>7} {'5 q.':>7} "
+                + " ".join(f"{q:>8}" for q in MORE)
+                + f" {'RSS MB':>7}"
+            )
             med = {}
+            more = {}
             for s in SIDES:
                 parts = [last_json(c) for c in runs[s]]
                 med[s] = (
                     statistics.median(c.wall_s for c in runs[s]),
                     max(c.peak_rss_mb for c in runs[s]),
                 )
+                more[s] = {q: more_median(parts, q) for q in MORE}
                 print(
                     f"{s:<9} {med[s][0]:>7.3f} "
                     f"{statistics.median(p['import_s'] for p in parts):>7.3f} "
                     f"{statistics.median(p['load_s'] for p in parts):>7.3f} "
                     f"{statistics.median(p['questions_s'] for p in parts):>7.3f} "
-                    f"{med[s][1]:>7.1f}"
+                    + " ".join(
+                        f"{'failed':>8}" if t is None else f"{t * 1000:>8.1f}"
+                        for t in more[s].values()
+                    )
+                    + f" {med[s][1]:>7.1f}"
                 )
+            ratios = ", ".join(
+                f"{q.split()[0]} {theirs / ours:.1f}x"
+                for q in MORE
+                if (ours := more["gpuscope"][q]) and (theirs := more["hta"][q]) is not None
+            )
             lines.append(
-                f"{label}: HTA / gpuscope wall {med['hta'][0] / med['gpuscope'][0]:.1f}x, "
-                f"peak RSS gpuscope / HTA {med['gpuscope'][1] / med['hta'][1]:.2f}"
+                f"{label}: HTA / gpuscope wall {med['hta'][0] / med['gpuscope'][0]:.1f}x"
+                + (f" ({ratios})" if ratios else "")
+                + f", peak RSS gpuscope / HTA {med['gpuscope'][1] / med['hta'][1]:.2f}"
             )
     note(
         "(wall s: median of the whole child, interpreter and imports included; import, "
-        "load, 5 q.: the child's own timers, medians; RSS MB: the largest peak RSS)"
+        "load, 5 q.: the child's own timers, medians, s; annot ms: "
+        "get_gpu_user_annotation_breakdown of the CPU's ranges, aten ms: "
+        "get_aten_op_kernels_and_delay, each timed alone, medians, ms; RSS MB: the "
+        "largest peak RSS)"
     )
     closing_notes(children, lines, started)
 
