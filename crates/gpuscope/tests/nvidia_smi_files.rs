@@ -226,3 +226,44 @@ fn a_table_cut_off_is_refused_not_read_as_fewer_gpus() {
     // The whole file ends with the Processes box's closing rule and no newline.
     assert_eq!(parse_saved(&text).unwrap().len(), 8);
 }
+
+#[test]
+fn one_gpu_with_every_figure_and_a_command_keeps_to_80_columns() {
+    // The A100's XML has memory, temperature and power; with the host's CPU and RAM and
+    // the command `gpuscope run` samples, one line would run past 80 columns.
+    let sample = gpuscope::model::gpu::Sample {
+        gpus: read("netdata__a100-sxm4-mig.xml"),
+        host: gpuscope::model::gpu::HostSample {
+            cpu_percent: Some(24.0),
+            ram_used_bytes: Some(503 * MIB),
+            ram_total_bytes: Some(24064 * MIB),
+        },
+        tree: Some(gpuscope::model::gpu::TreeSample {
+            root_pid: 7,
+            pids: vec![7, 8],
+            rss_bytes: Some(900 * MIB),
+            cpu_percent: Some(99.0),
+            gpu_memory_bytes: Some(4096 * MIB),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let text = line_text(&sample);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("GPU Memory: 0.0 GB / 40.0 GB (0%), 36°C, 67 W"),
+        "{text}"
+    );
+    assert!(lines.iter().any(|l| l.contains("Host CPU 24%")), "{text}");
+    assert!(
+        lines.last().unwrap().contains("Command: 2 processes"),
+        "{text}"
+    );
+    assert!(lines.iter().all(|l| l.chars().count() <= 80), "{text}");
+    // Every part is whole on one line: none is cut.
+    assert_eq!(
+        text.replace('\n', " | ").matches(" | ").count(),
+        2,
+        "{text}"
+    );
+}

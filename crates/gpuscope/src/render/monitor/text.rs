@@ -32,12 +32,16 @@ fn used_of(
     text
 }
 
+/// The columns the monitor's line keeps within.
+const LINE_WIDTH: usize = 80;
+
 /// The monitor's line (`GPU Memory: … | Host RAM: …`): with one GPU (or none) its
 /// figures and the host's on one line; with several, a line per GPU and then the host's,
-/// so a node of eight stays readable in 80 columns instead of one line of 600.
+/// so a node of eight stays readable in 80 columns instead of one line of 600. Parts
+/// that would carry a line past 80 columns start the next one.
 pub fn line_text(sample: &Sample) -> String {
     let single = sample.gpus.len() <= 1;
-    let mut gpus: Vec<String> = sample
+    let gpus: Vec<String> = sample
         .gpus
         .iter()
         .map(|g| {
@@ -69,8 +73,30 @@ pub fn line_text(sample: &Sample) -> String {
     if let Some(tree) = &sample.tree {
         rest.push(tree_text(tree));
     }
-    gpus.push(rest.join(" | "));
-    gpus.join(if single { " | " } else { "\n" })
+    let mut lines = if single {
+        rest.splice(0..0, gpus);
+        Vec::new()
+    } else {
+        gpus
+    };
+    lines.extend(packed(rest, LINE_WIDTH));
+    lines.join("\n")
+}
+
+/// `parts` joined by ` | `, a new line started wherever the next would not fit in
+/// `width` columns (a part wider than that alone on its line).
+fn packed(parts: Vec<String>, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for part in parts {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 3 + part.chars().count() <= width => {
+                line.push_str(" | ");
+                line.push_str(&part);
+            }
+            _ => lines.push(part),
+        }
+    }
+    lines
 }
 
 /// `98% util`, `75°C`, `223 W` for the figures that were measured.
