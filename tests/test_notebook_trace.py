@@ -520,6 +520,25 @@ def test_runtime_time_is_split_and_named_by_its_busiest_calls(tmp_path: Path) ->
     assert "launch_overhead" not in verdicts.index
     assert verdicts.loc["host_waits", "call"] == busiest == "cudaMemcpyAsync"
     assert verdicts["call"].isna().sum() == len(verdicts) - 1
+    assert verdicts["collective"].isna().all()  # no verdict on communication
+
+
+def test_a_communication_verdict_names_its_collective(tmp_path: Path) -> None:
+    """The sampled TorchRec rank: every NCCL kernel in its JSON is a SendRecv (the
+    embeddings' all-to-all), and communication takes over 20 % of its steps."""
+    name = "sampled_rank0.json.gz"
+    with gzip.open(shared_file(TRACES / name)) as f:
+        events = json.load(f)["traceEvents"]
+    nccl = {
+        e["name"].split("(")[0]
+        for e in events
+        if e.get("cat") == "kernel" and e["name"].startswith("nccl")
+    }
+    assert nccl == {"ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"}
+    ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, [name]))
+    verdicts = ta.get_step_verdicts().set_index("kind")
+    assert verdicts.loc["communication", "collective"] == "exchange"
+    assert verdicts.drop("communication")["collective"].isna().all()
 
 
 def test_operators_gaps_memory_and_health(tmp_path: Path) -> None:

@@ -496,23 +496,28 @@ class TraceAnalysis:
     def get_step_verdicts(self) -> pd.DataFrame:
         """Per rank, what the mean step says by gpuscope's fixed thresholds (the
         README's step verdicts): the kind, its figure (percent of the step), the runtime
-        call a verdict on runtime calls names (else ``None``) and the advice."""
+        call a verdict on runtime calls names and the collective a verdict on
+        communication names (``all_reduce``, ``exchange``, ...; else ``None``) and the
+        advice."""
         columns: dict[str, list[Any]] = {
             "rank": [],
             "kind": [],
             "percent": [],
             "call": [],
+            "collective": [],
             "advice": [],
         }
         for rank in self._document["ranks"]:
             for v in (rank["steps"] or {"verdicts": []})["verdicts"]:
                 columns["rank"].append(rank["rank"])
-                columns["call"].append(v.get("call"))
+                for key in ("call", "collective"):
+                    columns[key].append(v.get(key))
                 for key in ("kind", "percent", "advice"):
                     columns[key].append(v[key])
         return frame(
             columns,
-            # "call" keeps None where a verdict names no call (a str dtype would not).
+            # "call" and "collective" keep None where a verdict names none (a str dtype
+            # would not).
             {"rank": "int64", "kind": "str", "percent": "float64", "advice": "str"},
         )
 

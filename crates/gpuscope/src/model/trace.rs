@@ -230,8 +230,8 @@ pub struct Trace {
 }
 
 /// The caching allocator's counts right after a `[memory]` event, as Kineto writes them
-/// (`Total Allocated`, `Total Reserved`; torch 1.13 and later): what was allocated before
-/// the trace began included. [`NONE`] where the event lacks one.
+/// (`Total Allocated`, `Total Reserved`, in newer profilers' traces): what was allocated
+/// before the trace began included. [`NONE`] where the event lacks one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AllocatorTotals {
     /// `Total Allocated`, bytes.

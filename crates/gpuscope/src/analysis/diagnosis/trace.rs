@@ -151,7 +151,13 @@ fn steps(rank: &RankReport) -> Vec<Finding> {
                 if v.kind == VerdictKind::GpuStarved {
                     summary.push_str(&launch_bound_and_gap(rank));
                 }
-                finding(severity, summary, v.percent, Some(v), next_for(v, rank))
+                finding(
+                    severity,
+                    summary,
+                    v.percent,
+                    Some(v),
+                    next_for(v.kind, v.collective, rank),
+                )
             })
             .collect();
     }
@@ -178,7 +184,7 @@ fn steps(rank: &RankReport) -> Vec<Finding> {
         launch_bound_and_gap(rank)
     );
     let next = if rank.launch_bound {
-        next_for_kind(VerdictKind::LaunchOverhead, rank)
+        next_for(VerdictKind::LaunchOverhead, None, rank)
     } else {
         ""
     };
@@ -204,25 +210,13 @@ fn launch_bound_and_gap(rank: &RankReport) -> String {
     out
 }
 
-/// What to try first against step verdict `v`.
-fn next_for(v: &Verdict, rank: &RankReport) -> &'static str {
-    match (v.kind, v.collective) {
-        (
-            VerdictKind::Communication,
-            Some(CollectiveKind::AllGather | CollectiveKind::ReduceScatter),
-        ) => "FSDP forward_prefetch / backward_prefetch, or HYBRID_SHARD",
-        (VerdictKind::Communication, Some(CollectiveKind::Exchange)) => {
-            "overlap the all-to-all with computation (a pipelined loop) and balance the shards"
-        }
-        (VerdictKind::Communication, Some(CollectiveKind::Broadcast)) => {
-            "DDP(broadcast_buffers=False) when the buffers need no sync"
-        }
-        (kind, _) => next_for_kind(kind, rank),
-    }
-}
-
-/// What to try first against a step verdict of `kind`, whatever it names.
-fn next_for_kind(kind: VerdictKind, rank: &RankReport) -> &'static str {
+/// What to try first against a step verdict of `kind` (about `collective`, for
+/// communication).
+fn next_for(
+    kind: VerdictKind,
+    collective: Option<CollectiveKind>,
+    rank: &RankReport,
+) -> &'static str {
     match kind {
         VerdictKind::InputPipeline => "DataLoader(num_workers=..., pin_memory=True)",
         VerdictKind::GpuStarved => {
@@ -259,6 +253,19 @@ fn next_for_kind(kind: VerdictKind, rank: &RankReport) -> &'static str {
         }
         VerdictKind::RuntimeCalls => "make the per-step setup calls once, outside the loop",
         VerdictKind::DataMovement => "pin_memory=True and .to(device, non_blocking=True)",
-        VerdictKind::Communication => "overlap communication: DDP bucket_cap_mb, no_sync()",
+        VerdictKind::Communication => match collective.unwrap_or(CollectiveKind::Other) {
+            CollectiveKind::AllReduce => "overlap communication: DDP bucket_cap_mb, no_sync()",
+            CollectiveKind::AllGather | CollectiveKind::ReduceScatter => {
+                "FSDP forward_prefetch / backward_prefetch, or HYBRID_SHARD"
+            }
+            CollectiveKind::Exchange => {
+                "overlap the all-to-all with computation (a pipelined loop) and balance the \
+                 shards"
+            }
+            CollectiveKind::Broadcast => {
+                "DDP(broadcast_buffers=False) when the buffers need no sync"
+            }
+            CollectiveKind::Other => "overlap communication with computation, or send less",
+        },
     }
 }

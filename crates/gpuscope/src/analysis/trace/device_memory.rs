@@ -34,9 +34,11 @@ pub struct DeviceMemory {
     /// Memory events.
     pub events: u64,
     /// Bytes already allocated on the device when the trace began: Kineto's `Total
-    /// Allocated` less the events' own running sum. The peak, the end and the timeline
-    /// include them. `None` for a trace without `Total Allocated` (torch before 1.13):
-    /// there they count from the start of the trace, allocations made before it unseen.
+    /// Allocated` after the first event that carries it, less the events' bytes up to
+    /// it. The peak, the end and the timeline are that count of the allocator's at each
+    /// event that carries it (the last count plus the event's bytes at one that does
+    /// not). `None` for a trace without `Total Allocated` (older profilers): there they
+    /// count from the start of the trace, allocations made before it unseen.
     pub allocated_before_trace_bytes: Option<i64>,
     /// The highest `Total Reserved` of a GPU's events (the caching allocator's reserved
     /// bytes); `None` for the CPU and for a trace without it.
@@ -82,21 +84,25 @@ pub fn device_memory(trace: &Trace) -> Vec<DeviceMemory> {
             let (mut peak, mut peak_index) = (i64::MIN, 0);
             let (mut before, mut reserved) = (None, None);
             for (k, &(i, _)) in list.iter().enumerate() {
-                level += if e.bytes[i] == NONE { 0 } else { e.bytes[i] };
+                let bytes = if e.bytes[i] == NONE { 0 } else { e.bytes[i] };
+                let totals = trace.allocator_totals_of(i);
+                // The allocator's own count where the event carries it; else the last
+                // level plus the event's bytes.
+                match totals.map(|t| t.allocated).filter(|&a| a != NONE) {
+                    Some(allocated) => {
+                        before.get_or_insert(allocated - (level + bytes));
+                        level = allocated;
+                    }
+                    None => level += bytes,
+                }
+                if let Some(t) = totals.filter(|t| gpu && t.reserved != NONE) {
+                    reserved = reserved.max(Some(t.reserved));
+                }
                 levels.push(level);
                 if level > peak {
                     (peak, peak_index) = (level, k);
                 }
-                if let Some(totals) = trace.allocator_totals_of(i) {
-                    if before.is_none() && totals.allocated != NONE {
-                        before = Some(totals.allocated - level);
-                    }
-                    if gpu && totals.reserved != NONE {
-                        reserved = reserved.max(Some(totals.reserved));
-                    }
-                }
             }
-            let offset = before.unwrap_or(0);
             let mut net: FxHashMap<Option<u32>, i64> = FxHashMap::default();
             for &(i, op) in &list[..=peak_index] {
                 if e.bytes[i] != NONE {
@@ -129,16 +135,16 @@ pub fn device_memory(trace: &Trace) -> Vec<DeviceMemory> {
                 events: list.len() as u64,
                 allocated_before_trace_bytes: before,
                 peak_reserved_bytes: reserved,
-                peak_bytes: peak + offset,
+                peak_bytes: peak,
                 peak_at_us: (e.ts[list[peak_index].0] - origin) as f64 / 1000.0,
-                end_bytes: level + offset,
+                end_bytes: level,
                 timeline: list
                     .chunks(per)
                     .zip(levels.chunks(per))
                     .map(|(span, levels)| {
                         let at = e.ts[span[span.len() - 1].0];
                         let high = levels.iter().copied().max().unwrap_or(0);
-                        ((at - origin) as f64 / 1000.0, high + offset)
+                        ((at - origin) as f64 / 1000.0, high)
                     })
                     .collect(),
                 top_allocators: top,

@@ -613,7 +613,8 @@ fn verdicts(mean: &Step, gpu: bool, busiest: &Busiest) -> Vec<Verdict> {
 }
 
 /// What to do when communication alone takes `percent` of each step, most of it
-/// `collective`; `gpu`: whether it ran on one (else gloo's collectives on the CPU).
+/// `collective`; `gpu`: whether it ran on one (else gloo's or MPI's collectives on the
+/// CPU).
 fn communication_advice(percent: f64, collective: Option<CollectiveKind>, gpu: bool) -> String {
     let (what, remedy) = match collective.unwrap_or(CollectiveKind::Other) {
         CollectiveKind::AllReduce => (
@@ -647,8 +648,8 @@ fn communication_advice(percent: f64, collective: Option<CollectiveKind>, gpu: b
         format!("communication alone takes {percent:.0} % of each step{most}: {remedy}")
     } else {
         format!(
-            "collectives the CPU runs (gloo) take {percent:.0} % of each step{most}, whatever \
-             else it did meanwhile: {remedy}"
+            "collectives the CPU runs (gloo, MPI) take {percent:.0} % of each step{most}, \
+             whatever else it did meanwhile: {remedy}"
         )
     }
 }

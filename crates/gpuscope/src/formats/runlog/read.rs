@@ -200,6 +200,8 @@ struct Block {
     section: Section,
     allocated: Option<(f64, f64)>,
     cpu_census: bool,
+    /// Whether the block has a `Data Types:` section.
+    data_types: bool,
 }
 
 impl Block {
@@ -237,6 +239,7 @@ impl Block {
             self.section = Section::Categories;
         } else if line == "Data Types:" {
             self.section = Section::DataTypes;
+            self.data_types = true;
         } else if let Some(rest) = line.strip_prefix("Large Tensors (>") {
             let (threshold, count) = rest.split_once("MB): ").ok_or("bad Large Tensors line")?;
             record.large_threshold_bytes =
@@ -280,12 +283,13 @@ impl Block {
     fn into_record(self) -> Option<MemoryRecord> {
         let mut record = self.record?;
         let (allocated, reserved) = self.allocated?;
-        // The data types sum the tensors the census found; the categories may hold more
-        // (on GPU, activations are the allocated memory no tensor object owns).
-        record.census_bytes = if record.dtypes_bytes.is_empty() {
-            record.categories_bytes.total()
-        } else {
+        // The data types sum the tensors the census found (none when the section is
+        // empty); the categories may hold more (on GPU, activations are the allocated
+        // memory no tensor object owns). Without the section, the categories stand in.
+        record.census_bytes = if self.data_types {
             record.dtypes_bytes.values().sum()
+        } else {
+            record.categories_bytes.total()
         };
         if self.cpu_census {
             record.device = "cpu".into();
@@ -390,7 +394,7 @@ mod tests {
                 other: None,
             },
             modules_bytes: Default::default(),
-            dtypes_bytes: [("float32".to_owned(), 38 * mib)].into_iter().collect(),
+            dtypes_bytes: [("float32".to_owned(), 35 * mib)].into_iter().collect(),
             tensor_count: 12,
             census_bytes: 35 * mib,
             large_tensors: vec![],
@@ -413,11 +417,19 @@ mod tests {
         r.iteration = 8;
         r.allocator = None;
         text.push_str(&format_block(&r, "2026-01-28 14:02:06"));
+        r.iteration = 9;
+        r.allocator = Some(AllocatorStats::default());
+        r.dtypes_bytes.clear();
+        text.push_str(&format_block(&r, "2026-01-28 14:02:07"));
         let read = read_text_log(text.as_bytes()).unwrap();
-        assert_eq!(read.records.len(), 2);
+        assert_eq!(read.records.len(), 3);
         assert_eq!(read.skipped.len(), 1, "{:?}", read.skipped);
         let first = &read.records[0];
         assert_eq!(first.iteration, 7);
+        // The census is the data types' sum, not the categories' (38 MiB with activations);
+        // an empty data types section is a census of nothing.
+        assert_eq!(first.census_bytes, 35 * mib);
+        assert_eq!(read.records[2].census_bytes, 0);
         assert_eq!(first.categories_bytes.optimizer_state, Some(20 * mib));
         assert_eq!(first.categories_bytes.activations, Some(3 * mib));
         assert_eq!(first.allocator.as_ref().unwrap().reserved_bytes, 50 * mib);

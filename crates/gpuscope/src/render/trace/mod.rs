@@ -160,8 +160,15 @@ pub(crate) fn memory_summary(m: &DeviceMemory) -> String {
     );
     match m.allocated_before_trace_bytes {
         Some(0) => {}
-        Some(before) => line += &format!(", {:.1} MB of it from before the trace", mb(before)),
-        None => line += " (counted from the start of the trace: the trace has no allocator totals)",
+        Some(before) => {
+            line += &format!(
+                ", {:.1} MB already allocated when the trace began",
+                mb(before)
+            )
+        }
+        None => {
+            line += " (counted from the start of the trace: its events carry no Total Allocated)"
+        }
     }
     if let Some(reserved) = m.peak_reserved_bytes {
         line += &format!("; reserved at most {:.1} MB", mb(reserved));
