@@ -285,8 +285,29 @@ def is_user_file(filename: str) -> bool:
     return f.endswith(".py") and not f.startswith("<frozen") and not any(p in f for p in library)
 
 
+# The native functions that allocate a library's workspace, and the site the README
+# names them by.
+WORKSPACES = {
+    "at::cuda::setWorkspaceForHandle": "(cuBLAS workspace)",
+    "at::cuda::getCUDABlasLtWorkspace": "(cuBLASLt workspace)",
+}
+
+
+def workspace_site(frames: Sequence[Frame]) -> str | None:
+    """The workspace a stack allocates (README: a library's workspace is its site, not
+    the Python line that first called the library); None for any other stack."""
+    for f in frames:
+        for function, name in WORKSPACES.items():
+            if f["name"].startswith(function):
+                return name
+    return None
+
+
 def user_site(frames: Sequence[Frame], n: int = 1) -> str | None:
-    """The first ``n`` frames of user code, innermost first; None without any."""
+    """The first ``n`` frames of user code, innermost first; None without any, and for
+    a library's workspace."""
+    if workspace_site(frames) is not None:
+        return None
     user = [f for f in frames if is_user_file(f["filename"])][:n]
     return site(*user) if user else None
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from _chromium import PageParser, assert_self_contained, dump_dom
-from _helpers import SHARED_DATA, gpuscope_cli
+from _helpers import SHARED_DATA, gpuscope_cli, shared_file
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_TRAIN = ROOT / "examples" / "tiny_train.py"
@@ -249,6 +249,23 @@ def test_the_h200_peak_is_the_out_of_memory_records_when_it_held_more() -> None:
         evidence["categories_bytes"]["activations"] == (at_error["categories_bytes"]["activations"])
     )
     assert "when the out-of-memory error was caught (iteration 159)" in peak["summary"]
+
+
+def test_activations_on_a_gpu_say_what_they_hold(clean_run: Path) -> None:
+    """The H200 Lightning run, a 1 MiB model, reads activations as most of its memory
+    between iterations (its records say so): the peak finding says that on a GPU they
+    are memory no tensor object owns, library workspaces included. The CPU run's, where
+    activations are the heap beyond the census, does not."""
+    lightning = shared_file(SHARED_DATA / "gpu-h200" / "lightning")
+    records = [json.loads(line) for line in (lightning / "profiles" / "memory.jsonl").open()]
+    last = records[-1]["categories_bytes"]
+    assert max(last, key=lambda c: last[c] or 0) == "activations"
+    (d,) = diagnoses(lightning)
+    peak = next(f for f in d["findings"] if f["kind"] == "peak")
+    assert "library workspaces such as cuBLAS's" in peak["summary"], peak["summary"]
+    (cpu,) = diagnoses(clean_run)
+    peak = next(f for f in cpu["findings"] if f["kind"] == "peak")
+    assert "workspaces" not in peak["summary"], peak["summary"]
 
 
 def test_a_hostile_run_directory_name_is_text(

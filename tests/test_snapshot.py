@@ -25,7 +25,7 @@ from typing import Any
 
 import gpuscope
 import pytest
-from _helpers import gpuscope_cli, shared_data_required, shared_file
+from _helpers import SHARED_DATA, gpuscope_cli, shared_data_required, shared_file
 from _snapshots import (
     BEFORE_TRACE,
     FORWARD,
@@ -66,6 +66,7 @@ from _snapshots import (
     user_site,
     viz_size,
     without_path,
+    workspace_site,
     write,
 )
 
@@ -213,6 +214,28 @@ def test_real_trace_replayed_here_gives_the_same_peak_and_sites(name: str) -> No
     assert sum(b for b, _ in now.values()) == sum(size for _, size in alive)
     for s, sums in by_user_site(alive).items():
         assert now[s] == sums, s
+
+
+def test_library_workspaces_are_their_own_sites() -> None:
+    """torch gives each cuBLAS handle a workspace from the caching allocator and keeps
+    it: on the H200 run two of 32 MiB (the forward's thread and the backward's) and
+    cuBLASLt's 1 MiB, allocated inside the first matrix products. They are named as
+    workspaces, not after the Python line of that first product."""
+    path = shared_file(SHARED_DATA / "gpu-h200" / "lm_clean" / "snapshots" / "iter30.pickle")
+    with path.open("rb") as f:
+        data = pickle.load(f)
+    want: dict[str, list[int]] = {}
+    for seg in data["segments"]:
+        for b in seg["blocks"]:
+            name = workspace_site(block_frames(b))
+            if name is not None and b["state"] == "active_allocated":
+                sums = want.setdefault(name, [0, 0])
+                sums[0] += b["size"]
+                sums[1] += 1
+    assert want == {"(cuBLAS workspace)": [64 << 20, 2], "(cuBLASLt workspace)": [1 << 20, 1]}
+    now = listed(snapshot_json(path)["now"]["by_site"])
+    for name, sums in want.items():
+        assert now[name] == sums, name
 
 
 # --------------------------------------------------------------- the rival as an oracle

@@ -165,8 +165,16 @@ fn peak(rank: &RunReport, alive: Option<(std::path::PathBuf, Vec<SiteBytes>)>) -
             } else {
                 "then".to_owned()
             };
+            // On CUDA, activations are what the allocator holds beyond the tensors
+            // counted: a small model's can be mostly cuBLAS's workspaces (README).
+            let what = if name == "activations" && reserved.is_some() {
+                " (allocated memory no tensor object owns: saved for backward, and \
+                 library workspaces such as cuBLAS's)"
+            } else {
+                ""
+            };
             summary.push_str(&format!(
-                "; {then} {name} is the largest category ({:.0} %)",
+                "; {then} {name}{what} is the largest category ({:.0} %)",
                 *top as f64 * 100.0 / recorded as f64
             ));
         }

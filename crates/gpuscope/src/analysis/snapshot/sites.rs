@@ -16,6 +16,26 @@ pub const NO_STACK_SITE: &str = "(no stack recorded)";
 /// Site of stacks with no Python frame and no operator to name.
 pub const NATIVE_SITE: &str = "(no Python frame)";
 
+/// Native functions that allocate a library's workspace, and the site it is named by:
+/// torch gives each cuBLAS handle (one per thread and stream: the forward's and the
+/// backward's) a workspace of its own from the caching allocator, kept for the life of
+/// the process (32 MiB each on the H200 runs), and cuBLASLt one more. Whatever Python
+/// line made the first matrix product is not where that memory goes.
+const WORKSPACES: [(&str, &str); 2] = [
+    ("at::cuda::setWorkspaceForHandle", "(cuBLAS workspace)"),
+    ("at::cuda::getCUDABlasLtWorkspace", "(cuBLASLt workspace)"),
+];
+
+/// The workspace site of a stack whose frames (`names`) allocate a library's workspace.
+fn workspace_site(names: &[&str]) -> Option<&'static str> {
+    names.iter().find_map(|n| {
+        WORKSPACES
+            .iter()
+            .find(|(function, _)| n.starts_with(function))
+            .map(|(_, site)| *site)
+    })
+}
+
 /// A name for a stack without Python frames: the autograd node running it (backward runs
 /// on autograd's own threads, where no Python is on the stack), else the outermost ATen
 /// operator called.
@@ -114,6 +134,14 @@ impl<'a> Sites<'a> {
             return NO_STACK_SITE.to_owned();
         }
         let names = &self.stacks.names;
+        let native: Vec<&str> = self
+            .stacks
+            .frames(stack)
+            .map(|f| names.get(f.name))
+            .collect();
+        if let Some(site) = workspace_site(&native) {
+            return site.to_owned();
+        }
         let python: Vec<_> = self
             .stacks
             .frames(stack)
@@ -130,12 +158,7 @@ impl<'a> Sites<'a> {
             user
         };
         if chosen.is_empty() {
-            let all: Vec<&str> = self
-                .stacks
-                .frames(stack)
-                .map(|f| names.get(f.name))
-                .collect();
-            return native_site(&all).unwrap_or_else(|| NATIVE_SITE.to_owned());
+            return native_site(&native).unwrap_or_else(|| NATIVE_SITE.to_owned());
         }
         chosen
             .iter()
@@ -278,6 +301,25 @@ mod tests {
             &mut s,
             &[("forward", torch, 125), ("main", "<frozen runpy>", 1)],
         );
+        let workspace = stack(
+            &mut s,
+            &[
+                (
+                    "at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream)",
+                    "??",
+                    0,
+                ),
+                ("at::cuda::getCurrentCUDABlasHandle()", "??", 0),
+                ("forward", "/home/me/model.py", 40),
+            ],
+        );
+        let lt_workspace = stack(
+            &mut s,
+            &[
+                ("at::cuda::getCUDABlasLtWorkspace()", "??", 0),
+                ("torch::autograd::generated::MmBackward0::apply(z)", "??", 0),
+            ],
+        );
         // A line torch could not place (read as `None`; -1 here).
         let unplaced = stack(&mut s, &[("step", "/home/me/train.py", -1)]);
         let mut one = Sites::new(&s, 1);
@@ -290,6 +332,8 @@ mod tests {
         assert_eq!(one.of(NO_STACK), NO_STACK_SITE);
         assert_eq!(one.of(library_only), format!("{torch}:125 forward"));
         assert_eq!(one.of(unplaced), "/home/me/train.py step");
+        assert_eq!(one.of(workspace), "(cuBLAS workspace)");
+        assert_eq!(one.of(lt_workspace), "(cuBLASLt workspace)");
         let mut two = Sites::new(&s, 2);
         assert_eq!(
             two.of(st),
