@@ -911,3 +911,33 @@ def test_snapshot_dumped_by_gpuscope_on_a_gpu(tmp_path: Path) -> None:
     assert doc["stats"]["allocated_bytes"] == torch.cuda.memory_allocated()
     assert doc["trace"] is not None
     assert doc["trace"]["actions"].get("alloc", 0) >= len(kept)
+
+
+def test_cublas_workspaces_are_named_on_a_gpu(tmp_path: Path) -> None:
+    """On a GPU, the workspaces torch allocates for cuBLAS handles (one block of the
+    configured size each) come out of gpuscope's own dump named as such, not after the
+    line of the first matrix product. The workspaces are cleared first, so that this
+    test's products allocate them again while the history (with its C++ frames) records."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA: cuBLAS workspaces live in the CUDA caching allocator")
+    from gpuscope.memory.snapshots import dump_snapshot, start_history
+
+    torch.cuda.synchronize()
+    torch._C._cuda_clearCublasWorkspaces()
+    assert start_history()
+    model = torch.nn.Linear(256, 256, device="cuda")
+    x = torch.randn(64, 256, device="cuda")
+    model(x).sum().backward()
+    torch.cuda.synchronize()
+    path = tmp_path / "workspaces.pickle"
+    assert dump_snapshot(path)
+    sites = listed(gpuscope.analyze_snapshot(path)["now"]["by_site"])
+    size = torch._C._cuda_getCublasWorkspaceSize()
+    assert "(cuBLAS workspace)" in sites, sorted(sites)
+    workspace_bytes, handles = sites["(cuBLAS workspace)"]
+    # One block per handle, of the configured size as the allocator rounds it (2 MiB
+    # granules for large blocks).
+    assert handles >= 1, sites
+    assert handles * size <= workspace_bytes < handles * (size + 2 * MiB), (sites, size)
