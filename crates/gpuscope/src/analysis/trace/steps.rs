@@ -323,9 +323,11 @@ pub fn step_overview(trace: &Trace) -> Option<StepOverview> {
             .map(|p| steps.iter().map(|s| s.runtime_us[p]).sum::<f64>() / n)
             .collect(),
     };
+    // The steps' time as one set of disjoint spans, for what took the most of it.
+    let spans = merge(windows.iter().map(|w| (w.0, w.1)).collect());
     let busiest = Busiest {
-        calls: busiest_calls(trace, &windows, &parts),
-        collective: busiest_collective(trace, &windows, &communication),
+        calls: busiest_calls(trace, &spans, &parts),
+        collective: busiest_collective(trace, &spans, &communication),
     };
     let verdicts = verdicts(&mean, gpu, &busiest);
     Some(StepOverview {
@@ -425,16 +427,15 @@ fn slots(
     (slots.into_iter().map(merge).collect(), communication)
 }
 
-/// The collective of the `communication` events with the most time inside the step
-/// `windows`: by the name of each (a kernel's, or Kineto's `Collective name` where the
+/// The collective of the `communication` events with the most time inside the steps'
+/// disjoint `spans`: by the name of each (a kernel's, or Kineto's `Collective name` where the
 /// kernel's says none); `None` when they took none.
 fn busiest_collective(
     trace: &Trace,
-    windows: &[(i64, i64, u32)],
+    spans: &[Interval],
     communication: &[usize],
 ) -> Option<CollectiveKind> {
     let e = &trace.events;
-    let steps = merge(windows.iter().map(|w| (w.0, w.1)).collect());
     let mut by_kind: FxHashMap<CollectiveKind, i64> = FxHashMap::default();
     for &i in communication {
         let kind = match CollectiveKind::of(trace.names.get(e.name[i])) {
@@ -443,7 +444,7 @@ fn busiest_collective(
             }),
             kind => kind,
         };
-        *by_kind.entry(kind).or_default() += length(&clip(&steps, e.ts[i], e.end(i)));
+        *by_kind.entry(kind).or_default() += length(&clip(spans, e.ts[i], e.end(i)));
     }
     CollectiveKind::ALL
         .iter()
@@ -455,18 +456,17 @@ fn busiest_collective(
 }
 
 /// Per runtime part ([`RuntimePart::ALL`] order), the call with the most time of its own
-/// inside the step `windows` (of equal times, the first name); `None` for a part no call
+/// inside the steps' disjoint `spans` (of equal times, the first name); `None` for a part no call
 /// took time in.
 fn busiest_calls(
     trace: &Trace,
-    windows: &[(i64, i64, u32)],
+    spans: &[Interval],
     parts: &[(usize, RuntimePart)],
 ) -> Vec<Option<String>> {
     let e = &trace.events;
-    let steps = merge(windows.iter().map(|w| (w.0, w.1)).collect());
     let mut by_call: FxHashMap<(u32, RuntimePart), i64> = FxHashMap::default();
     for &(i, part) in parts {
-        let inside = length(&clip(&steps, e.ts[i], e.end(i)));
+        let inside = length(&clip(spans, e.ts[i], e.end(i)));
         if inside > 0 {
             *by_call.entry((e.name[i], part)).or_default() += inside;
         }
