@@ -21,7 +21,7 @@ from unittest.mock import patch
 
 import gpuscope
 import pytest
-from _helpers import SHARED_DATA, shared_file
+from _helpers import SHARED_DATA, rank_job, shared_file
 
 pd = pytest.importorskip("pandas")
 hta = pytest.importorskip("hta.trace_analysis")
@@ -433,8 +433,90 @@ def test_methods_gpuscope_does_not_answer_say_so(tmp_path: Path) -> None:
     ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, LIVE["alexnet"]))
     with pytest.raises(NotImplementedError, match="critical_path_analysis"):
         ta.critical_path_analysis(0, "ProfilerStep", 0)
-    with pytest.raises(NotImplementedError, match="get_gpu_kernels_with_user_annotations"):
-        ta.get_gpu_kernels_with_user_annotations(0)
+    with pytest.raises(NotImplementedError, match="get_frequent_cuda_kernel_sequences"):
+        ta.get_frequent_cuda_kernel_sequences("aten::linear", str(tmp_path))
+
+
+# The shared traces with GPU user annotations that HTA answers in seconds.
+ANNOTATED = [
+    "rank0_nccl_data.json.gz",
+    "v100_rank0_ns_resolution.json.gz",
+    "amd_mi250_rocm.json.gz",
+]
+ANNOTATED_COLUMNS = ["index", "pid", "tid", "ts", "dur", "end", "stream", "correlation"]
+ANNOTATED_COLUMNS += ["bytes", "external_id", "iteration", "s_name", "s_cat", "s_user_annotation"]
+
+
+@pytest.mark.parametrize("name", ANNOTATED)
+def test_gpu_kernels_with_user_annotations_against_hta(tmp_path: Path, name: str) -> None:
+    """HTA 0.5 beside: the same GPU work, names, categories, durations and annotations.
+    Work that HTA's rounding leaves without length HTA annotates with nothing (an empty
+    interval overlaps nothing in pandas); gpuscope takes it at its start, and gives it
+    what the exact clock gives it but at an annotation's edge, which rounding moves."""
+    d = trace_dir(tmp_path, [name])
+    ta = gpuscope.TraceAnalysis(trace_dir=d)
+    rank = ta.ranks[0]
+    ours = ta.get_gpu_kernels_with_user_annotations(rank)
+    theirs = hta.TraceAnalysis(trace_dir=d).get_gpu_kernels_with_user_annotations(rank)
+    exact = gpuscope.TraceAnalysis(trace_dir=d, hta_compat=False)
+    exact_rows = exact.get_gpu_kernels_with_user_annotations(rank)
+    assert list(ours.columns) == ANNOTATED_COLUMNS
+    assert list(exact_rows["index"]) == list(ours["index"])
+    key = ["ts", "stream", "correlation"]
+    ours_sorted = ours.sort_values(key, kind="stable").reset_index(drop=True)
+    theirs = theirs.sort_values(key, kind="stable").reset_index(drop=True)
+    assert ours_sorted[key].values.tolist() == theirs[key].values.tolist()
+    for column in ("s_name", "s_cat", "dur"):
+        assert ours_sorted[column].tolist() == theirs[column].tolist(), column
+    assert (ours_sorted["end"] == ours_sorted["ts"] + ours_sorted["dur"]).all()
+    with_length = ours_sorted["dur"] > 0
+    assert (
+        ours_sorted["s_user_annotation"][with_length].tolist()
+        == theirs["s_user_annotation"][with_length].tolist()
+    )
+    assert (theirs["s_user_annotation"][~with_length] == "").all()
+    empty = ours["dur"] == 0
+    agree = ours["s_user_annotation"][empty] == exact_rows["s_user_annotation"][empty]
+    assert (~agree).sum() <= 0.01 * empty.sum(), (int((~agree).sum()), int(empty.sum()))
+    annotations = {
+        e["name"] for e in trace_events(d, name) if e.get("cat") == "gpu_user_annotation"
+    }
+    assert set(ours["s_user_annotation"]) - {""} <= annotations
+    assert (ours["s_user_annotation"] != "").any()
+
+
+def trace_events(directory: str, name: str) -> list[dict[str, Any]]:
+    return json.loads(gzip.decompress((Path(directory) / name).read_bytes()))["traceEvents"]
+
+
+def test_gpu_kernels_without_user_annotations_are_none(tmp_path: Path) -> None:
+    ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, LIVE["alexnet"]))
+    assert ta.get_gpu_kernels_with_user_annotations(0) is None
+
+
+def test_potential_stragglers_are_the_ranks_the_rule_names(tmp_path: Path) -> None:
+    """Three copies of a real rank, rank 2's kernels twice as long: over the window and
+    in each profiler step alone, rank 2 computes 5 % or more longer than the median."""
+    source = shared_file(TRACES / "resnet50_v100_memory_workers4.json.gz")
+    ta = gpuscope.TraceAnalysis(trace_dir=str(rank_job(tmp_path / "job", source, 3, 2, 2.0)))
+    assert ta.ranks == [0, 1, 2]
+    assert ta.get_potential_stragglers() == [2]
+    for step in ta.get_profiler_steps():
+        assert ta.get_potential_stragglers(profiler_steps=[step]) == [2], step
+    assert ta.get_potential_stragglers(num_candidates=0) == []
+    with pytest.raises(ValueError, match="straggler rule"):
+        ta.get_potential_stragglers(straggler_identification_impl=lambda *a: None)
+
+
+def test_potential_stragglers_of_the_real_pair_and_of_one_rank(tmp_path: Path) -> None:
+    """Of the two sampled ranks of a 128-rank job, rank 1 computes longer (as ``gpuscope
+    trace`` names it); one rank has nobody to straggle behind."""
+    pair = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path / "pair", LIVE["sampled"]))
+    temporal = pair.get_temporal_breakdown(visualize=False).set_index("rank")
+    assert temporal.loc[1, "compute_time(us)"] >= 21 / 19 * temporal.loc[0, "compute_time(us)"]
+    assert pair.get_potential_stragglers() == [1]
+    one = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path / "one", LIVE["alexnet"]))
+    assert one.get_potential_stragglers() == []
 
 
 def test_visualize_without_plotting_says_so_once(

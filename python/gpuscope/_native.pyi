@@ -34,6 +34,7 @@ __all__ = [
     "run_cli",
     "snapshot_tables",
     "state_fingerprint",
+    "stragglers",
     "summarize_trace",
     "tensors_fingerprint",
 ]
@@ -191,6 +192,10 @@ def rank_summary(path: str | PathLike[str], hta_clock: bool = False) -> dict[str
 def merge_rank_summaries(summaries: list[Any]) -> dict[str, Any]:
     """The ``gpuscope.ranks/1`` merge of rank summaries."""
 
+def stragglers(compute_us: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The stragglers among (rank, compute time µs) pairs by gpuscope's rule: (rank,
+    percent over the median), slowest first."""
+
 def analyze_trace(path: str | PathLike[str]) -> dict[str, Any]:
     """The ``gpuscope trace --format json`` document of the trace(s) at ``path``."""
 
@@ -221,6 +226,7 @@ class TraceSet:
     def bandwidth(self, k: int) -> dict[str, list[Any]]: ...
     def launches(self, k: int, memory: bool) -> dict[str, list[Any]]: ...
     def op_launches(self, k: int) -> dict[str, list[Any]]: ...
+    def annotated_work(self, k: int) -> dict[str, list[Any]] | None: ...
     def all_steps(self, k: int) -> list[int]: ...
     def ops(self, k: int, iterations: Sequence[int], device: str) -> dict[str, list[Any]]: ...
     def start_span(self, k: int) -> float: ...

@@ -11,6 +11,7 @@ use gpuscope::analysis::trace::classify::KernelType;
 use gpuscope::analysis::trace::kernels::type_breakdown_of;
 use gpuscope::analysis::trace::launches::launches;
 use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;
+use gpuscope::analysis::trace::ranks;
 use gpuscope::analysis::trace::rows;
 use gpuscope::analysis::trace::scope::{scope_with, Scope};
 use gpuscope::analysis::trace::steps::{Category, RuntimePart};
@@ -252,6 +253,14 @@ impl TraceSet {
         })
     }
 
+    /// Trace `k`'s GPU work, each with the GPU user annotation it ran under; `None` for a
+    /// trace without GPU user annotations.
+    fn annotated_work(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
+        self.one(py, k, |t, s| {
+            rows::annotated_work_table(&t.trace, s, self.origin)
+        })
+    }
+
     /// Every profiler step of trace `k`, the last included.
     fn all_steps(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
         self.one(py, k, |t, _| {
@@ -324,6 +333,16 @@ fn rank_summary(py: Python<'_>, path: PathBuf, hta_clock: bool) -> PyResult<Py<P
     Ok(pythonize::pythonize(py, &summary)?.unbind())
 }
 
+/// The stragglers among ranks of these (rank, compute time µs) pairs, by gpuscope's rule:
+/// (rank, percent over the median) pairs, slowest first.
+#[pyfunction]
+fn stragglers(compute_us: Vec<(u32, f64)>) -> Vec<(u32, f64)> {
+    ranks::stragglers(&compute_us)
+        .into_iter()
+        .map(|s| (s.rank, s.compute_over_median_percent))
+        .collect()
+}
+
 /// The `gpuscope.ranks/1` merge of rank summaries (dicts as `rank_summary` returns them).
 #[pyfunction]
 fn merge_rank_summaries(py: Python<'_>, summaries: Vec<Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
@@ -353,6 +372,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(summarize_trace, m)?)?;
     m.add_function(wrap_pyfunction!(rank_summary, m)?)?;
     m.add_function(wrap_pyfunction!(merge_rank_summaries, m)?)?;
+    m.add_function(wrap_pyfunction!(stragglers, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_trace, m)?)?;
     m.add(
         "STEP_CATEGORIES",

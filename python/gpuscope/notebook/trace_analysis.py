@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gpuscope import _native
+from gpuscope.notebook._kernel_names import short_name
 from gpuscope.notebook._pandas import frame, pandas, show
 
 if TYPE_CHECKING:
@@ -449,6 +450,78 @@ class TraceAnalysis:
             out[rank] = df.round({c: 3 for c in columns[3:]})
         return out
 
+    def get_gpu_kernels_with_user_annotations(
+        self, rank: int, expand_names: bool = True, shortern_names: bool = True
+    ) -> pd.DataFrame | None:
+        """``rank``'s GPU work (kernels, copies, memsets), a row each in trace order, with
+        the GPU user annotation it ran under: of the ``gpu_user_annotation`` ranges on its
+        device and stream that overlap it, the shortest (the innermost), as HTA assigns
+        them; ``""`` under none. ``None`` for a trace without GPU user annotations.
+        ``shortern_names`` shortens kernel names as HTA does.
+
+        Unlike HTA, whose frame carries its symbol table's ids (``cat``, ``name``,
+        ``user_annotation``) and its own bookkeeping columns, the names here are always
+        strings, in ``s_name``, ``s_cat`` and ``s_user_annotation`` (so ``expand_names``
+        changes nothing); the other columns are HTA's: ``index``, ``pid``, ``tid``,
+        ``ts``, ``dur``, ``end``, ``stream``, ``correlation``, ``bytes``,
+        ``external_id`` and ``iteration`` (-1 where there is none)."""
+        del expand_names  # the names are strings whatever it says
+        columns = self._set.annotated_work(self._chosen([rank])[0][1])
+        if columns is None:
+            return None
+        names = columns.pop("name")
+        columns["end"] = [t + d for t, d in zip(columns["ts"], columns["dur"], strict=True)]
+        columns["s_name"] = [short_name(n) for n in names] if shortern_names else names
+        columns["s_cat"] = columns.pop("category")
+        columns["s_user_annotation"] = columns.pop("user_annotation")
+        order = ["index", "pid", "tid", "ts", "dur", "end", "stream", "correlation", "bytes"]
+        order += ["external_id", "iteration", "s_name", "s_cat", "s_user_annotation"]
+        ints = ("index", "pid", "tid", "stream", "correlation", "bytes", "external_id")
+        dtypes = {c: "int64" for c in (*ints, "iteration")}
+        dtypes |= {"ts": self._ts_dtype, "dur": "float64", "end": "float64"}
+        return frame({c: columns[c] for c in order}, dtypes)
+
+    def get_potential_stragglers(
+        self,
+        profiler_steps: list[int] | None = None,
+        num_candidates: int = 2,
+        visualize: bool = False,
+        straggler_identification_impl: Any = None,
+    ) -> list[int]:
+        """The ranks gpuscope's straggler rule names (the README's: compute time 5 % or
+        more above the ranks' median), slowest first, at most ``num_candidates``. The
+        compute time is the analysed window's, or with ``profiler_steps`` the time
+        computation kernels ran in those steps. ``visualize`` plots each rank's compute
+        time.
+
+        Unlike HTA, which ranks the ranks by when they start the communication kernel
+        whose start varies most and always returns ``num_candidates`` of them, a rank is
+        named here only when the rule names it: a balanced job gets ``[]``. HTA's
+        ``straggler_identification_impl`` (a function of its frames) is not taken."""
+        if straggler_identification_impl is not None:
+            raise ValueError(
+                "gpuscope.TraceAnalysis.get_potential_stragglers applies gpuscope's "
+                "straggler rule; it takes no straggler_identification_impl"
+            )
+        if profiler_steps is None:
+            compute = {r["rank"]: r["compute_us"] for r in self._compared_ranks()}
+        else:
+            steps = self.get_step_overview()
+            wanted = {f"ProfilerStep#{n}" for n in profiler_steps}
+            chosen = steps[steps["step"].isin(wanted)]
+            compute = chosen.groupby("rank")["kernel (us)"].sum().to_dict()
+        if visualize:
+            df = frame({"rank": list(compute), "compute (us)": list(compute.values())})
+            show(df, "Compute time per rank", "rank", "compute (us)")
+        named = _native.stragglers([(int(r), float(us)) for r, us in compute.items()])
+        return [rank for rank, _ in named[: max(num_candidates, 0)]]
+
+    def _compared_ranks(self) -> list[dict[str, Any]]:
+        """Each rank's figures in ``gpuscope trace``'s comparison of the ranks (none for
+        a single rank)."""
+        comparison = self._document.get("rank_comparison")
+        return comparison["ranks"] if comparison else []
+
     def all_profiler_steps(self, rank: int) -> list[int]:
         """Every profiler step number of ``rank``'s trace, the last one included."""
         return list(self._set.all_steps(self._chosen([rank])[0][1]))
@@ -595,17 +668,8 @@ class TraceAnalysis:
     def get_frequent_cuda_kernel_sequences(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("get_frequent_cuda_kernel_sequences")
 
-    def get_gpu_kernels_with_user_annotations(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _not_answered("get_gpu_kernels_with_user_annotations")
-
     def get_cupti_counter_data_with_operators(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("get_cupti_counter_data_with_operators")
-
-    def get_potential_stragglers(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _not_answered(
-            "get_potential_stragglers",
-            "; `gpuscope trace DIR` compares the ranks and names stragglers",
-        )
 
     def critical_path_analysis(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("critical_path_analysis")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING
 
+from gpuscope.notebook._kernel_names import short_name
 from gpuscope.notebook._pandas import pandas, show
 from gpuscope.notebook.trace_analysis import TraceAnalysis
 
@@ -32,27 +33,6 @@ def _listed(value: Ranks) -> list[int] | None:
     if value is None:
         return None
     return [value] if isinstance(value, int) else list(value)
-
-
-def short_name(name: str) -> str:
-    """``name`` without its template arguments, call arguments and return type, as HTA
-    shortens kernel and operator names (copies and memsets keep theirs):
-    ``void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)`` ->
-    ``at::native::vectorized_elementwise_kernel``."""
-    if name.startswith(("Memcpy", "Memset", "dma")) or ("<" not in name and "(" not in name):
-        return name
-    kept: list[str] = []
-    for c in name.replace("->", ""):
-        opening = {">": "<", ")": "("}.get(c)
-        if opening is None:
-            kept.append(c)
-            continue
-        # Drop back to the matching opening bracket, and the bracket itself.
-        while kept and kept[-1] != opening:
-            kept.pop()
-        if kept:
-            kept.pop()
-    return "".join(kept).split(" ")[-1]
 
 
 class TraceDiff:

@@ -71,23 +71,31 @@ pub fn compare(figures: Vec<RankFigures>) -> Option<RankComparison> {
     if figures.len() < 2 {
         return None;
     }
-    let mut compute: Vec<f64> = figures.iter().map(|f| f.compute_us).collect();
-    let median = median(&mut compute)?;
-    let mut stragglers: Vec<Straggler> = figures
+    let compute: Vec<(u32, f64)> = figures.iter().map(|f| (f.rank, f.compute_us)).collect();
+    Some(RankComparison {
+        stragglers: stragglers(&compute),
+        ranks: figures,
+    })
+}
+
+/// The stragglers among ranks of these (rank, compute time) pairs, by the rule of the
+/// README ("Many ranks"), slowest first; none for fewer than two ranks.
+pub fn stragglers(compute: &[(u32, f64)]) -> Vec<Straggler> {
+    let mut times: Vec<f64> = compute.iter().map(|&(_, us)| us).collect();
+    let Some(median) = median(&mut times).filter(|&m| compute.len() >= 2 && m > 0.0) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Straggler> = compute
         .iter()
-        .filter(|_| median > 0.0)
-        .map(|f| Straggler {
-            rank: f.rank,
-            compute_over_median_percent: (f.compute_us - median) * 100.0 / median,
+        .map(|&(rank, us)| Straggler {
+            rank,
+            compute_over_median_percent: (us - median) * 100.0 / median,
         })
         .filter(|s| s.compute_over_median_percent >= STRAGGLER_PERCENT)
         .collect();
-    stragglers.sort_by(|a, b| {
+    out.sort_by(|a, b| {
         b.compute_over_median_percent
             .total_cmp(&a.compute_over_median_percent)
     });
-    Some(RankComparison {
-        ranks: figures,
-        stragglers,
-    })
+    out
 }

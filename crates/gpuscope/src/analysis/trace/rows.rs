@@ -333,6 +333,164 @@ pub fn op_launch_table(
     out
 }
 
+/// Each piece of GPU work of `scope` with the GPU user annotation it ran under (HTA's
+/// `get_gpu_kernels_with_user_annotations`), in file order.
+#[derive(Debug, Default, Serialize)]
+pub struct AnnotatedWorkTable {
+    /// The event's row in the trace as read.
+    pub index: Vec<usize>,
+    /// Its process id (the device).
+    pub pid: Vec<i64>,
+    /// Its thread id (the stream).
+    pub tid: Vec<i64>,
+    /// Its start, µs from the origin.
+    pub ts: Vec<f64>,
+    /// Its duration, µs.
+    pub dur: Vec<f64>,
+    /// The CUDA stream.
+    pub stream: Vec<i64>,
+    /// The correlation id of its launch; -1 without one.
+    pub correlation: Vec<i64>,
+    /// What a copy or memset moved, bytes; -1 for a kernel.
+    pub bytes: Vec<i64>,
+    /// Its External id; -1 without one.
+    pub external_id: Vec<i64>,
+    /// The profiler step of its launch; -1 outside any.
+    pub iteration: Vec<i64>,
+    /// Its name.
+    pub name: Vec<String>,
+    /// Its category as Kineto spells it (`kernel`, `gpu_memcpy`, `gpu_memset`, ...).
+    pub category: Vec<&'static str>,
+    /// The innermost GPU user annotation over it; empty under none.
+    pub user_annotation: Vec<String>,
+}
+
+/// The GPU work of `scope` and, for each, of the `gpu_user_annotation` ranges of `scope`
+/// on its process and thread (device and stream) that overlap it, the shortest: the
+/// innermost of nested ones, as HTA's walk from the longest down leaves it. `None` when
+/// the trace has no GPU user annotations at all.
+pub fn annotated_work_table(
+    trace: &Trace,
+    scope: &Scope,
+    origin: i64,
+) -> Option<AnnotatedWorkTable> {
+    let e = &trace.events;
+    if !e.kind.contains(&Kind::GpuUserAnnotation) {
+        return None;
+    }
+    // Kineto writes the ranges without a `stream` argument, so the scope has them with
+    // the CPU events.
+    let is_annotation = |i: usize| e.kind[i] == Kind::GpuUserAnnotation;
+    let every = scope.cpu.iter().chain(&scope.gpu).copied();
+    let annotations: Vec<usize> = every.filter(|&i| is_annotation(i)).collect();
+    let work: Vec<usize> = scope
+        .gpu
+        .iter()
+        .copied()
+        .filter(|&i| !is_annotation(i))
+        .collect();
+    let innermost = innermost_annotations(trace, scope, &annotations, &work);
+    let id = |v: i64| if v == NONE { -1 } else { v };
+    let iterations = iteration_of_each(trace);
+    let mut out = AnnotatedWorkTable::default();
+    for (i, annotation) in work.into_iter().zip(innermost) {
+        let (start, _) = scope.interval(trace, i);
+        out.index.push(i);
+        out.pid.push(e.pid[i]);
+        out.tid.push(e.tid[i]);
+        out.ts.push(micros(start - origin));
+        out.dur.push(micros(scope.duration(trace, i)));
+        out.stream.push(e.stream[i]);
+        out.correlation.push(id(e.correlation[i]));
+        out.bytes.push(id(e.bytes[i]));
+        out.external_id.push(id(e.external_id[i]));
+        out.iteration
+            .push(iterations[i].map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)));
+        out.name.push(trace.names.get(e.name[i]).to_owned());
+        out.category.push(kineto_category(e.kind[i]));
+        out.user_annotation
+            .push(annotation.map_or_else(String::new, |a| trace.names.get(e.name[a]).to_owned()));
+    }
+    Some(out)
+}
+
+/// An event's start and end (ns, on the scope's clock) and its index.
+type Span = (i64, i64, usize);
+
+/// One thread's annotations, by start, and how far a sweep through them has come.
+#[derive(Default)]
+struct Sweep {
+    annotations: Vec<Span>,
+    /// The first annotation not yet reached.
+    next: usize,
+    /// The annotations reached and not yet ended.
+    open: Vec<Span>,
+}
+
+/// For each of `work`, the shortest of `annotations` on its process and thread that
+/// overlaps it (half-open intervals, as HTA compares them; work without length, at its
+/// start). One sweep per thread in order of start: the annotations open at a time are
+/// few, those of the current stack.
+fn innermost_annotations(
+    trace: &Trace,
+    scope: &Scope,
+    annotations: &[usize],
+    work: &[usize],
+) -> Vec<Option<usize>> {
+    let e = &trace.events;
+    let thread = |i: usize| (e.pid[i], e.tid[i]);
+    let mut sweeps: FxHashMap<(i64, i64), Sweep> = FxHashMap::default();
+    for &a in annotations {
+        let (start, end) = scope.interval(trace, a);
+        let sweep = sweeps.entry(thread(a)).or_default();
+        sweep.annotations.push((start, end, a));
+    }
+    for sweep in sweeps.values_mut() {
+        sweep.annotations.sort_unstable();
+    }
+    let mut order: Vec<Span> = work
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| (scope.interval(trace, i).0, i as i64, k))
+        .collect();
+    order.sort_unstable();
+    let mut out = vec![None; work.len()];
+    for (start, i, k) in order {
+        let i = i as usize;
+        let Some(sweep) = sweeps.get_mut(&thread(i)) else {
+            continue;
+        };
+        // Work that rounding leaves without length is taken at its start (HTA's empty
+        // interval overlaps nothing, so it leaves such work without an annotation).
+        let end = scope.interval(trace, i).1.max(start + 1);
+        // Work comes by start, so an annotation that ended by this start overlaps no
+        // later work; one that starts after this end may still overlap later work.
+        while let Some(&next) = sweep.annotations.get(sweep.next).filter(|a| a.0 < end) {
+            sweep.open.push(next);
+            sweep.next += 1;
+        }
+        sweep.open.retain(|&(_, a_end, _)| a_end > start);
+        out[k] = sweep
+            .open
+            .iter()
+            .filter(|&&(a_start, _, _)| a_start < end)
+            .min_by_key(|&&(a_start, a_end, a)| (a_end - a_start, std::cmp::Reverse(a)))
+            .map(|&(_, _, a)| a);
+    }
+    out
+}
+
+/// The category Kineto writes for an event of `kind` (HTA's `s_cat`).
+fn kineto_category(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Memcpy => "gpu_memcpy",
+        Kind::Memset => "gpu_memset",
+        Kind::Sync => "cuda_sync",
+        Kind::GpuUserAnnotation => "gpu_user_annotation",
+        other => other.as_str(),
+    }
+}
+
 /// Which events a trace diff counts (HTA's `DeviceType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
