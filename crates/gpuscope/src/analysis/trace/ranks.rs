@@ -99,3 +99,34 @@ pub fn stragglers(compute: &[(u32, f64)]) -> Vec<Straggler> {
     });
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::stragglers;
+
+    fn named(compute: &[(u32, f64)]) -> Vec<u32> {
+        stragglers(compute).iter().map(|s| s.rank).collect()
+    }
+
+    #[test]
+    fn of_two_ranks_the_slower_is_named_from_21_19_of_the_other() {
+        // The median of two is their mean: 21 is 5 % over 20.
+        assert_eq!(named(&[(0, 19.0), (1, 21.0)]), [1]);
+        assert_eq!(named(&[(0, 19.0), (1, 20.9)]), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn stragglers_come_slowest_first_against_the_middle_rank() {
+        assert_eq!(
+            named(&[(0, 100.0), (1, 130.0), (2, 101.0), (3, 110.0), (4, 100.0)]),
+            [1, 3]
+        );
+    }
+
+    #[test]
+    fn one_rank_or_no_compute_names_nobody() {
+        assert!(named(&[(0, 50.0)]).is_empty());
+        assert!(named(&[(0, 0.0), (1, 0.0), (2, 0.0)]).is_empty());
+        assert!(named(&[]).is_empty());
+    }
+}
