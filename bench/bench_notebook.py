@@ -4,13 +4,15 @@
 Issue #27. What a notebook does: import, load a directory of traces, then five
 questions -- ``get_temporal_breakdown``, ``get_gpu_kernel_breakdown``,
 ``get_idle_time_breakdown``, ``get_queue_length_summary``,
-``get_cuda_kernel_launch_stats`` (``visualize=False``); then, timed apart, two more:
+``get_cuda_kernel_launch_stats`` (``visualize=False``); then, timed apart, three more:
 ``get_gpu_user_annotation_breakdown(use_gpu_annotation=False, visualize=False)`` (the
-CPU's ranges: few of these traces have GPU ones, and HTA answers ``None`` without) and
+CPU's ranges: few of these traces have GPU ones, and HTA answers ``None`` without),
 ``get_aten_op_kernels_and_delay()`` (HTA draws a plotly table there whatever it is
-asked: its ``Figure.show`` is made a no-op; a question that raises ``KeyError`` or
-``ValueError``, as HTA does on traces it cannot answer, is printed as failed, not
-timed). Each side is one child process
+asked: its ``Figure.show`` is made a no-op) and
+``get_gpu_kernels_with_user_annotations(rank)`` of the lowest rank (``None`` from both
+on the traces without GPU annotations; ``v100_ns`` has 15). A question that raises
+``KeyError`` or ``ValueError``, as HTA does on traces it cannot answer, is printed as
+failed, not timed. Each side is one child process
 (``python bench_notebook.py --side S DIR``) started under ``/usr/bin/time`` for its peak
 RSS (``_measure.run_child``); the whole child is timed, and it reports its own timer
 around the import, the load and the questions. Sides: ``gpuscope`` (``from gpuscope
@@ -95,13 +97,20 @@ def side(name: str, trace_dir: str) -> None:
     )
 
 
-# The two questions timed apart from the first five, by the column they print under.
+# The questions timed apart from the first five, by the column they print under.
 MORE: dict[str, Callable[[Any], object]] = {
     "annot ms": lambda a: a.get_gpu_user_annotation_breakdown(
         use_gpu_annotation=False, visualize=False
     ),
     "aten ms": lambda a: a.get_aten_op_kernels_and_delay(),
+    "kann ms": lambda a: a.get_gpu_kernels_with_user_annotations(rank=first_rank(a)),
 }
+
+
+def first_rank(analyzer: Any) -> int:
+    """The lowest rank of either side's ``TraceAnalysis``."""
+    ranks = analyzer.ranks if hasattr(analyzer, "ranks") else analyzer.t.get_ranks()
+    return min(ranks)
 
 
 def more_median(parts: list[dict[str, Any]], question: str) -> float | None:
@@ -188,7 +197,8 @@ def main() -> None:
         "(wall s: median of the whole child, interpreter and imports included; import, "
         "load, 5 q.: the child's own timers, medians, s; annot ms: "
         "get_gpu_user_annotation_breakdown of the CPU's ranges, aten ms: "
-        "get_aten_op_kernels_and_delay, each timed alone, medians, ms; RSS MB: the "
+        "get_aten_op_kernels_and_delay, kann ms: get_gpu_kernels_with_user_annotations, "
+        "each timed alone, medians, ms; RSS MB: the "
         "largest peak RSS)"
     )
     closing_notes(children, lines, started)
