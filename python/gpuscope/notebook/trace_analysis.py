@@ -462,7 +462,8 @@ class TraceAnalysis:
         Unlike HTA, whose frame carries its symbol table's ids (``cat``, ``name``,
         ``user_annotation``) and its own bookkeeping columns, the names here are always
         strings, in ``s_name``, ``s_cat`` and ``s_user_annotation`` (so ``expand_names``
-        changes nothing); the other columns are HTA's: ``index``, ``pid``, ``tid``,
+        changes nothing); ``index`` is the event's row as gpuscope read the trace (HTA
+        counts every JSON event), and the other columns are HTA's: ``pid``, ``tid``,
         ``ts``, ``dur``, ``end``, ``stream``, ``correlation``, ``bytes``,
         ``external_id`` and ``iteration`` (-1 where there is none)."""
         del expand_names  # the names are strings whatever it says
@@ -490,9 +491,9 @@ class TraceAnalysis:
     ) -> list[int]:
         """The ranks gpuscope's straggler rule names (the README's: compute time 5 % or
         more above the ranks' median), slowest first, at most ``num_candidates``. The
-        compute time is the analysed window's, or with ``profiler_steps`` the time
-        computation kernels ran in those steps. ``visualize`` plots each rank's compute
-        time.
+        compute time is the analysed window's, or with ``profiler_steps`` the mean time
+        computation kernels ran in those of the steps a rank has (a step no rank has is a
+        ``ValueError``). ``visualize`` plots each rank's compute time.
 
         Unlike HTA, which ranks the ranks by when they start the communication kernel
         whose start varies most and always returns ``num_candidates`` of them, a rank is
@@ -507,9 +508,15 @@ class TraceAnalysis:
             compute = {r["rank"]: r["compute_us"] for r in self._compared_ranks()}
         else:
             steps = self.get_step_overview()
-            wanted = {f"ProfilerStep#{n}" for n in profiler_steps}
+            wanted = {f"ProfilerStep#{n}": n for n in profiler_steps}
+            absent = sorted(n for name, n in wanted.items() if name not in set(steps["step"]))
+            if absent:
+                raise ValueError(
+                    f"no rank has profiler steps {absent}: the steps are "
+                    f"{self.get_profiler_steps()}"
+                )
             chosen = steps[steps["step"].isin(wanted)]
-            compute = chosen.groupby("rank")["kernel (us)"].sum().to_dict()
+            compute = chosen.groupby("rank")["kernel (us)"].mean().to_dict()
         if visualize:
             df = frame({"rank": list(compute), "compute (us)": list(compute.values())})
             show(df, "Compute time per rank", "rank", "compute (us)")

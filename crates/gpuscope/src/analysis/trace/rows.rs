@@ -429,7 +429,8 @@ struct Sweep {
 
 /// For each of `work`, the shortest of `annotations` on its process and thread that
 /// overlaps it (half-open intervals, as HTA compares them; work without length, at its
-/// start). One sweep per thread in order of start: the annotations open at a time are
+/// start); of equally long ones, the last in the file (HTA's sort leaves that tie to
+/// chance). One sweep per thread in order of start: the annotations open at a time are
 /// few, those of the current stack.
 fn innermost_annotations(
     trace: &Trace,
@@ -442,8 +443,12 @@ fn innermost_annotations(
     let mut sweeps: FxHashMap<(i64, i64), Sweep> = FxHashMap::default();
     for &a in annotations {
         let (start, end) = scope.interval(trace, a);
-        let sweep = sweeps.entry(thread(a)).or_default();
-        sweep.annotations.push((start, end, a));
+        // A range that rounding leaves without length holds nothing (HTA cannot take
+        // one that ends before it starts).
+        if end > start {
+            let sweep = sweeps.entry(thread(a)).or_default();
+            sweep.annotations.push((start, end, a));
+        }
     }
     for sweep in sweeps.values_mut() {
         sweep.annotations.sort_unstable();
