@@ -472,7 +472,11 @@ class TraceAnalysis:
             return None
         names = columns.pop("name")
         columns["end"] = [t + d for t, d in zip(columns["ts"], columns["dur"], strict=True)]
-        columns["s_name"] = [short_name(n) for n in names] if shortern_names else names
+        if shortern_names:
+            # Names are few and rows many: shorten each name once.
+            short = {n: short_name(n) for n in set(names)}
+            names = [short[n] for n in names]
+        columns["s_name"] = names
         columns["s_cat"] = columns.pop("category")
         columns["s_user_annotation"] = columns.pop("user_annotation")
         order = ["index", "pid", "tid", "ts", "dur", "end", "stream", "correlation", "bytes"]
