@@ -497,6 +497,77 @@ def test_gpu_kernels_without_user_annotations_are_none(tmp_path: Path) -> None:
     assert ta.get_gpu_kernels_with_user_annotations(0) is None
 
 
+def counter_oracle(doc: dict[str, Any]) -> list[tuple[str, dict[str, float], list[str]]]:
+    """The shared counter trace read plainly: its ``cuda_profiler_range`` kernels by
+    start, each with its ``args`` and the names of the ``cpu_op`` events on the thread
+    of the k-th ``cudaLaunchKernel`` call that wrap that call, outermost first."""
+    events = doc["traceEvents"]
+
+    def by_start(es: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return sorted(es, key=lambda e: e["ts"])
+
+    kernels = by_start([e for e in events if e.get("cat") == "cuda_profiler_range"])
+    launches = by_start(
+        [
+            e
+            for e in events
+            if e.get("cat") == "cuda_runtime" and e["name"].startswith("cudaLaunchKernel")
+        ]
+    )
+    assert len(kernels) == len(launches)
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+    out = []
+    for kernel, launch in zip(kernels, launches, strict=True):
+        around = [
+            op
+            for op in ops
+            if (op["pid"], op["tid"]) == (launch["pid"], launch["tid"])
+            and op["ts"] <= launch["ts"]
+            and op["ts"] + op["dur"] >= launch["ts"] + launch["dur"]
+        ]
+        around.sort(key=lambda op: (op["ts"], -op["dur"]))
+        out.append((kernel["name"], kernel["args"], [op["name"] for op in around]))
+    return out
+
+
+def test_cupti_counter_data_with_operators(tmp_path: Path) -> None:
+    """The counter trace's kernels, their counters and the operators of their launches,
+    against the trace's JSON read plainly (HTA 0.5's call graph fails on this trace)."""
+    name = "cupti_profiler_counters.json.gz"
+    d = trace_dir(tmp_path, [name])
+    ta = gpuscope.TraceAnalysis(trace_dir=d, hta_compat=False)
+    [df] = ta.get_cupti_counter_data_with_operators()
+    expected = counter_oracle(json.loads(gzip.decompress(shared_file(TRACES / name).read_bytes())))
+    assert len(df) == len(expected) > 0
+    for row, (kernel, counters, stack) in zip(df.itertuples(index=False), expected, strict=True):
+        assert row.name == kernel
+        assert row.op_stack == stack
+        assert (row.top_level_op, row.bottom_level_op) == (
+            (stack[0], stack[-1]) if stack else ("", "")
+        )
+    for column in {c for _, counters, _ in expected for c in counters}:
+        assert df[column].tolist() == [counters.get(column) for _, counters, _ in expected]
+    assert (df["cat"] == "cuda_profiler_range").all()
+    without = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path / "amd", LIVE["amd"]))
+    assert without.get_cupti_counter_data_with_operators() == []
+
+
+def test_cupti_counters_without_a_launch_each_are_left_out(tmp_path: Path) -> None:
+    """With one ``cudaLaunchKernel`` call taken out, kernels and launches cannot be
+    paired: the rank is left out, with a warning that says why."""
+    name = "cupti_profiler_counters.json.gz"
+    doc = json.loads(gzip.decompress(shared_file(TRACES / name).read_bytes()))
+    events = doc["traceEvents"]
+    kernels = sum(e.get("cat") == "cuda_profiler_range" for e in events)
+    del events[next(i for i, e in enumerate(events) if e.get("name") == "cudaLaunchKernel")]
+    launches = sum(e.get("name", "").startswith("cudaLaunchKernel") for e in events)
+    assert launches == kernels - 1
+    (tmp_path / name).write_bytes(gzip.compress(json.dumps(doc).encode()))
+    ta = gpuscope.TraceAnalysis(trace_dir=str(tmp_path))
+    with pytest.warns(UserWarning, match=f"{kernels} counter kernels but {launches} kernel"):
+        assert ta.get_cupti_counter_data_with_operators() == []
+
+
 def test_potential_stragglers_are_the_ranks_the_rule_names(tmp_path: Path) -> None:
     """Three copies of a real rank, rank 2's kernels twice as long: over the window and
     in each profiler step alone, rank 2 computes 5 % or more longer than the median."""

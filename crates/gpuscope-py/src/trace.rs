@@ -261,6 +261,15 @@ impl TraceSet {
         })
     }
 
+    /// Trace `k`'s kernels with hardware counters (CUPTI's range profiler), each with the
+    /// operators its launch ran under; `None` for a trace without any.
+    fn counters(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
+        self.one(py, k, |t, _| {
+            let every_event = scope_with(&t.trace, self.clock, true);
+            rows::counter_table(&t.trace, &every_event, self.origin)
+        })
+    }
+
     /// Every profiler step of trace `k`, the last included.
     fn all_steps(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
         self.one(py, k, |t, _| {

@@ -257,3 +257,39 @@ fn a_directory_read_stops_when_its_consumer_does() {
     let want: Vec<_> = files.iter().map(|(p, _)| p.clone()).collect();
     assert_eq!(all, want);
 }
+
+#[test]
+fn range_profiler_counters_are_kept_as_the_document_has_them() {
+    let name = "cupti_profiler_counters.json.gz";
+    let doc = dom(name);
+    let expected: Vec<BTreeMap<String, f64>> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_profiler_range")
+        .map(|e| {
+            let args = e["args"].as_object().unwrap();
+            args.iter()
+                .map(|(k, v)| (k.clone(), v.as_f64().unwrap()))
+                .collect()
+        })
+        .collect();
+    let trace = read_trace(
+        &common::shared_data(&format!("traces/{name}")),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let got: Vec<BTreeMap<String, f64>> = trace
+        .counters
+        .iter()
+        .map(|(_, counters)| {
+            counters
+                .iter()
+                .map(|&(n, v)| (trace.names.get(n).to_owned(), v))
+                .collect()
+        })
+        .collect();
+    assert!(!expected.is_empty());
+    assert_eq!(got, expected);
+    assert_eq!(trace.counter_ranges, expected.len() as u64);
+}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -486,6 +487,48 @@ class TraceAnalysis:
         dtypes |= {"ts": self._ts_dtype, "dur": "float64", "end": "float64"}
         return frame({c: columns[c] for c in order}, dtypes)
 
+    def get_cupti_counter_data_with_operators(
+        self, ranks: list[int] | None = None
+    ) -> list[pd.DataFrame]:
+        """Per rank of ``ranks`` (HTA's default: ``[0]``) with kernels that CUPTI's range
+        profiler read hardware counters for (``cuda_profiler_range`` events): those
+        kernels in order of start, a column per counter (NaN where a kernel lacks it),
+        and the CPU operators its launch ran under on the launching thread: ``op_stack``
+        (outermost first), ``top_level_op`` and ``bottom_level_op`` (``""`` under none).
+        The profiler records no correlation ids, so the k-th kernel is the k-th
+        ``cudaLaunchKernel`` call, as HTA pairs them; a rank where the two counts differ
+        is left out with a warning (HTA logs an error and leaves it out).
+
+        Unlike HTA (whose call graph fails on the shared counter trace with NumPy 2),
+        the columns are ``index`` (gpuscope's row), ``pid``, ``tid``, ``ts``, ``dur``,
+        ``name``, ``cat``, the three operator columns and the counters; not HTA's
+        symbol ids and bookkeeping columns."""
+        frames = []
+        for rank, k in self._chosen(ranks):
+            table = self._set.counters(k)
+            if table is None:
+                continue
+            if table["kernels"] != table["launches"]:
+                warnings.warn(
+                    f"rank {rank}: {table['kernels']} counter kernels but "
+                    f"{table['launches']} kernel launches, so they cannot be paired",
+                    stacklevel=2,
+                )
+                continue
+            stacks: list[list[str]] = table["op_stack"]
+            columns: dict[str, Any] = {
+                c: table[c] for c in ("index", "pid", "tid", "ts", "dur", "name")
+            }
+            columns["cat"] = ["cuda_profiler_range"] * len(stacks)
+            columns["op_stack"] = stacks
+            columns["top_level_op"] = [s[0] if s else "" for s in stacks]
+            columns["bottom_level_op"] = [s[-1] if s else "" for s in stacks]
+            columns |= table["counters"]
+            ints = ("index", "pid", "tid")
+            dtypes = {c: "int64" for c in ints} | {"ts": self._ts_dtype, "dur": "float64"}
+            frames.append(frame(columns, dtypes))
+        return frames
+
     def get_potential_stragglers(
         self,
         profiler_steps: list[int] | None = None,
@@ -678,9 +721,6 @@ class TraceAnalysis:
 
     def get_frequent_cuda_kernel_sequences(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("get_frequent_cuda_kernel_sequences")
-
-    def get_cupti_counter_data_with_operators(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _not_answered("get_cupti_counter_data_with_operators")
 
     def critical_path_analysis(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("critical_path_analysis")

@@ -227,6 +227,10 @@ pub struct Trace {
     /// The allocator's totals that newer Kineto writes on each `[memory]` event, by event
     /// index, in index order (kept apart like [`Trace::bandwidth`]).
     pub allocator_totals: Vec<(usize, AllocatorTotals)>,
+    /// The hardware counters CUPTI's range profiler read for each of its kernels (the
+    /// numeric `args` of `cuda_profiler_range` events: interned name, value), by event
+    /// index, in index order (kept apart like [`Trace::bandwidth`]).
+    pub counters: Vec<(usize, Vec<(u32, f64)>)>,
 }
 
 /// The caching allocator's counts right after a `[memory]` event, as Kineto writes them

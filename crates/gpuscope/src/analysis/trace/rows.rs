@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use super::classify::KernelType;
@@ -494,6 +494,141 @@ fn kineto_category(kind: Kind) -> &'static str {
         Kind::GpuUserAnnotation => "gpu_user_annotation",
         other => other.as_str(),
     }
+}
+
+/// The kernels CUPTI's range profiler read hardware counters for, each with the CPU
+/// operators its launch ran under (HTA's `get_cupti_counter_data_with_operators`), in
+/// order of start. The profiler replays kernels one at a time and records them without
+/// correlation ids, so the k-th kernel is the k-th `cudaLaunchKernel…` call, as HTA
+/// pairs them; when the counts differ, no kernel is paired and the table has no rows.
+#[derive(Debug, Default, Serialize)]
+pub struct CounterTable {
+    /// The range profiler's kernels in the trace.
+    pub kernels: usize,
+    /// The kernel launch calls in the trace.
+    pub launches: usize,
+    /// The kernel's row in the trace as read.
+    pub index: Vec<usize>,
+    /// Its process id (the device).
+    pub pid: Vec<i64>,
+    /// Its thread id.
+    pub tid: Vec<i64>,
+    /// Its start, µs from the origin.
+    pub ts: Vec<f64>,
+    /// Its duration as the profiler replayed it, µs.
+    pub dur: Vec<f64>,
+    /// Its name.
+    pub name: Vec<String>,
+    /// The CPU operators around its launch on the launching thread, outermost first.
+    pub op_stack: Vec<Vec<String>>,
+    /// Each counter's value for each kernel, by counter name (NaN where a kernel has
+    /// none).
+    pub counters: BTreeMap<String, Vec<f64>>,
+}
+
+/// The range profiler's kernels of `scope` with their counters and operators; `None` for
+/// a trace without any.
+pub fn counter_table(trace: &Trace, scope: &Scope, origin: i64) -> Option<CounterTable> {
+    if trace.counters.is_empty() {
+        return None;
+    }
+    let e = &trace.events;
+    let by_start = |mut v: Vec<usize>| {
+        v.sort_by_key(|&i| (scope.interval(trace, i).0, i));
+        v
+    };
+    let in_scope: FxHashSet<usize> = scope.cpu.iter().chain(&scope.gpu).copied().collect();
+    let kernels = by_start(
+        trace
+            .counters
+            .iter()
+            .map(|&(i, _)| i)
+            .filter(|i| in_scope.contains(i))
+            .collect(),
+    );
+    let launches = by_start(
+        scope
+            .cpu
+            .iter()
+            .copied()
+            .filter(|&i| {
+                e.kind[i] == Kind::Runtime
+                    && trace.names.get(e.name[i]).starts_with("cudaLaunchKernel")
+            })
+            .collect(),
+    );
+    let mut out = CounterTable {
+        kernels: kernels.len(),
+        launches: launches.len(),
+        ..CounterTable::default()
+    };
+    if kernels.len() != launches.len() {
+        return Some(out);
+    }
+    let values: FxHashMap<usize, &[(u32, f64)]> = trace
+        .counters
+        .iter()
+        .map(|(i, c)| (*i, c.as_slice()))
+        .collect();
+    let stacks = operator_stacks(trace, scope, &launches);
+    for (row, (&k, stack)) in kernels.iter().zip(stacks).enumerate() {
+        let (start, _) = scope.interval(trace, k);
+        out.index.push(k);
+        out.pid.push(e.pid[k]);
+        out.tid.push(e.tid[k]);
+        out.ts.push(micros(start - origin));
+        out.dur.push(micros(scope.duration(trace, k)));
+        out.name.push(trace.names.get(e.name[k]).to_owned());
+        out.op_stack.push(
+            stack
+                .into_iter()
+                .map(|op| trace.names.get(e.name[op]).to_owned())
+                .collect(),
+        );
+        for &(name, value) in values.get(&k).copied().unwrap_or_default() {
+            let column = out
+                .counters
+                .entry(trace.names.get(name).to_owned())
+                .or_insert_with(|| vec![f64::NAN; kernels.len()]);
+            column[row] = value;
+        }
+    }
+    Some(out)
+}
+
+/// For each of `calls` (runtime calls, by start), the CPU operators of `scope` on its
+/// thread that start no later than it and end no earlier, outermost first.
+fn operator_stacks(trace: &Trace, scope: &Scope, calls: &[usize]) -> Vec<Vec<usize>> {
+    let e = &trace.events;
+    let mut ops: Vec<Span> = scope
+        .cpu
+        .iter()
+        .filter(|&&i| e.kind[i] == Kind::CpuOp)
+        .map(|&i| {
+            let (start, end) = scope.interval(trace, i);
+            (start, end, i)
+        })
+        .collect();
+    // Outer before inner: by start, then the longer first.
+    ops.sort_unstable_by_key(|&(start, end, i)| (start, std::cmp::Reverse(end), i));
+    let (mut open, mut next): (Vec<Span>, usize) = (Vec::new(), 0);
+    calls
+        .iter()
+        .map(|&call| {
+            let (start, end) = scope.interval(trace, call);
+            while next < ops.len() && ops[next].0 <= start {
+                open.push(ops[next]);
+                next += 1;
+            }
+            open.retain(|&(_, op_end, _)| op_end >= start);
+            open.iter()
+                .filter(|&&(_, op_end, op)| {
+                    op_end >= end && (e.pid[op], e.tid[op]) == (e.pid[call], e.tid[call])
+                })
+                .map(|&(_, _, op)| op)
+                .collect()
+        })
+        .collect()
 }
 
 /// Which events a trace diff counts (HTA's `DeviceType`).

@@ -272,6 +272,28 @@ struct Usable<'a> {
     /// A kernel's collective: its name and dtype not yet interned (boxed: few events have
     /// one, and every event is moved between threads).
     collective: Option<Box<RawCollective<'a>>>,
+    /// A range-profiler kernel's counters, their names not yet interned.
+    counters: Option<Box<[(String, f64)]>>,
+}
+
+/// The `args` of a `cuda_profiler_range` event: every one a hardware counter. Read in a
+/// second pass over those events alone, so that other events do not pay for a map.
+#[derive(Deserialize)]
+struct CounterArgs {
+    #[serde(default)]
+    args: BTreeMap<String, serde_json::Value>,
+}
+
+/// The numeric `args` of the event `bytes`, by name.
+fn counters_of(bytes: &[u8]) -> Vec<(String, f64)> {
+    serde_json::from_slice::<CounterArgs>(bytes)
+        .map(|c| {
+            c.args
+                .into_iter()
+                .filter_map(|(name, value)| Some((name, value.as_f64()?)))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A collective's name, dtype and numbers, as read.
@@ -290,7 +312,7 @@ fn parse_event(bytes: &[u8]) -> Parsed<'_> {
         Err(_) => serde_json::from_slice(bytes),
     };
     match raw {
-        Ok(raw) => usable(raw),
+        Ok(raw) => usable(raw, bytes),
         // The splitter has checked the JSON's structure: this is an element of the wrong
         // shape (a number, a phase that is not a string), one bad event.
         Err(_) => Parsed::Dropped("malformed event"),
@@ -675,7 +697,8 @@ fn compact_json(json: &str, out: &mut String) {
     out.push_str(&json[run..]);
 }
 
-fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
+/// What to keep of the event `raw`, parsed from `bytes`.
+fn usable<'a>(raw: RawEvent<'a>, bytes: &'a [u8]) -> Parsed<'a> {
     let category = raw.cat.as_ref().map_or("", |c| &c.0);
     let kind = match raw.ph {
         Phase::Complete => Kind::of_category(category),
@@ -696,6 +719,7 @@ fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
         (_, Some(Micros::Ns(d))) => d,
         (_, Some(Micros::Invalid) | None) => return Parsed::Dropped("no duration (dur)"),
     };
+    let counter_range = raw.ph == Phase::Complete && category == "cuda_profiler_range";
     let args = raw.args.unwrap_or_default();
     let collective = match (kind, args.collective) {
         (Kind::Kernel, Some(name)) => Some(Box::new((
@@ -729,7 +753,8 @@ fn usable(raw: RawEvent<'_>) -> Parsed<'_> {
         },
         name: raw.name.map(|n| n.0).unwrap_or_default(),
         shapes: args.input_dims,
-        counter_range: raw.ph == Phase::Complete && category == "cuda_profiler_range",
+        counter_range,
+        counters: counter_range.then(|| counters_of(bytes).into_boxed_slice()),
         bandwidth: args.bandwidth,
         totals: match (kind, args.total_allocated, args.total_reserved) {
             (Kind::Memory, allocated, reserved) if allocated.is_some() || reserved.is_some() => {
@@ -767,6 +792,13 @@ fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>) {
             ..*args
         };
         trace.collectives.push((trace.events.len(), collective));
+    }
+    if let Some(counters) = usable.counters.as_deref() {
+        let counters = counters
+            .iter()
+            .map(|(name, value)| (trace.names.intern(name), *value))
+            .collect();
+        trace.counters.push((trace.events.len(), counters));
     }
     trace.events.push(event);
 }
