@@ -333,20 +333,40 @@ pub fn op_launch_table(
     out
 }
 
-/// Each piece of GPU work of `scope` with the GPU user annotation it ran under (HTA's
-/// `get_gpu_kernels_with_user_annotations`), in file order.
+/// The columns that place events: row, process, thread, start and duration.
 #[derive(Debug, Default, Serialize)]
-pub struct AnnotatedWorkTable {
+pub struct Placed {
     /// The event's row in the trace as read.
     pub index: Vec<usize>,
-    /// Its process id (the device).
+    /// Its process id (for GPU work, the device).
     pub pid: Vec<i64>,
-    /// Its thread id (the stream).
+    /// Its thread id (for GPU work, the stream).
     pub tid: Vec<i64>,
     /// Its start, µs from the origin.
     pub ts: Vec<f64>,
     /// Its duration, µs.
     pub dur: Vec<f64>,
+}
+
+impl Placed {
+    /// Adds event `i`, on `scope`'s clock, its start counted from `origin` (ns).
+    fn push(&mut self, trace: &Trace, scope: &Scope, i: usize, origin: i64) {
+        let e = &trace.events;
+        self.index.push(i);
+        self.pid.push(e.pid[i]);
+        self.tid.push(e.tid[i]);
+        self.ts.push(micros(scope.interval(trace, i).0 - origin));
+        self.dur.push(micros(scope.duration(trace, i)));
+    }
+}
+
+/// Each piece of GPU work of `scope` with the GPU user annotation it ran under (HTA's
+/// `get_gpu_kernels_with_user_annotations`), in file order.
+#[derive(Debug, Default, Serialize)]
+pub struct AnnotatedWorkTable {
+    /// Where each piece of work is.
+    #[serde(flatten)]
+    pub placed: Placed,
     /// The CUDA stream.
     pub stream: Vec<i64>,
     /// The correlation id of its launch; -1 without one.
@@ -394,12 +414,7 @@ pub fn annotated_work_table(
     let iterations = iteration_of_each(trace);
     let mut out = AnnotatedWorkTable::default();
     for (i, annotation) in work.into_iter().zip(innermost) {
-        let (start, _) = scope.interval(trace, i);
-        out.index.push(i);
-        out.pid.push(e.pid[i]);
-        out.tid.push(e.tid[i]);
-        out.ts.push(micros(start - origin));
-        out.dur.push(micros(scope.duration(trace, i)));
+        out.placed.push(trace, scope, i, origin);
         out.stream.push(e.stream[i]);
         out.correlation.push(id(e.correlation[i]));
         out.bytes.push(id(e.bytes[i]));
@@ -507,16 +522,9 @@ pub struct CounterTable {
     pub kernels: usize,
     /// The kernel launch calls in the trace.
     pub launches: usize,
-    /// The kernel's row in the trace as read.
-    pub index: Vec<usize>,
-    /// Its process id (the device).
-    pub pid: Vec<i64>,
-    /// Its thread id.
-    pub tid: Vec<i64>,
-    /// Its start, µs from the origin.
-    pub ts: Vec<f64>,
-    /// Its duration as the profiler replayed it, µs.
-    pub dur: Vec<f64>,
+    /// Where each kernel is (its duration as the profiler replayed it).
+    #[serde(flatten)]
+    pub placed: Placed,
     /// Its name.
     pub name: Vec<String>,
     /// The CPU operators around its launch on the launching thread, outermost first.
@@ -572,12 +580,7 @@ pub fn counter_table(trace: &Trace, scope: &Scope, origin: i64) -> Option<Counte
         .collect();
     let stacks = operator_stacks(trace, scope, &launches);
     for (row, (&k, stack)) in kernels.iter().zip(stacks).enumerate() {
-        let (start, _) = scope.interval(trace, k);
-        out.index.push(k);
-        out.pid.push(e.pid[k]);
-        out.tid.push(e.tid[k]);
-        out.ts.push(micros(start - origin));
-        out.dur.push(micros(scope.duration(trace, k)));
+        out.placed.push(trace, scope, k, origin);
         out.name.push(trace.names.get(e.name[k]).to_owned());
         out.op_stack.push(
             stack
