@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::classify::KernelType;
@@ -286,16 +286,12 @@ pub fn op_launch_table(
     origin: i64,
 ) -> OpLaunchTable {
     let e = &trace.events;
-    let mut ops: Vec<(i64, i64, usize)> = scope
+    let aten = scope
         .cpu
         .iter()
-        .filter(|&&i| trace.names.get(e.name[i]).starts_with("aten::"))
-        .map(|&i| {
-            let (start, end) = scope.interval(trace, i);
-            (start, end, i)
-        })
-        .collect();
-    ops.sort_unstable();
+        .copied()
+        .filter(|&i| trace.names.get(e.name[i]).starts_with("aten::"));
+    let mut ops = Enclosing::new(trace, scope, aten);
     let mut kernels: Vec<(i64, i64, &Launch)> = launches
         .iter()
         .filter(|l| e.kind[l.work] == Kind::Kernel)
@@ -306,18 +302,9 @@ pub fn op_launch_table(
         .collect();
     kernels.sort_by_key(|&(start, _, l)| (start, l.call));
     let mut out = OpLaunchTable::default();
-    // The operators started by the current call and not ended before it: launches come
-    // in order of their start, so one that ended before this call wraps none later.
-    let (mut open, mut next) = (Vec::new(), 0);
     for (start, end, l) in kernels {
-        while next < ops.len() && ops[next].0 <= start {
-            open.push(ops[next]);
-            next += 1;
-        }
-        open.retain(|&(_, op_end, _)| op_end >= start);
-        let innermost = open
-            .iter()
-            .filter(|&&(_, op_end, _)| op_end >= end)
+        let innermost = ops
+            .around(start, end)
             .max_by_key(|&&(op_start, op_end, i)| (op_start, std::cmp::Reverse(op_end), i));
         let Some(&(op_start, _, op)) = innermost else {
             continue;
@@ -410,15 +397,14 @@ pub fn annotated_work_table(
         .filter(|&i| !is_annotation(i))
         .collect();
     let innermost = innermost_annotations(trace, scope, &annotations, &work);
-    let id = |v: i64| if v == NONE { -1 } else { v };
     let iterations = iteration_of_each(trace);
     let mut out = AnnotatedWorkTable::default();
     for (i, annotation) in work.into_iter().zip(innermost) {
         out.placed.push(trace, scope, i, origin);
         out.stream.push(e.stream[i]);
-        out.correlation.push(id(e.correlation[i]));
-        out.bytes.push(id(e.bytes[i]));
-        out.external_id.push(id(e.external_id[i]));
+        out.correlation.push(or_minus_one(e.correlation[i]));
+        out.bytes.push(or_minus_one(e.bytes[i]));
+        out.external_id.push(or_minus_one(e.external_id[i]));
         out.iteration
             .push(iterations[i].map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)));
         out.name.push(trace.names.get(e.name[i]).to_owned());
@@ -545,13 +531,13 @@ pub fn counter_table(trace: &Trace, scope: &Scope, origin: i64) -> Option<Counte
         v.sort_by_key(|&i| (scope.interval(trace, i).0, i));
         v
     };
-    let in_scope: FxHashSet<usize> = scope.cpu.iter().chain(&scope.gpu).copied().collect();
+    // The range profiler's kernels are GPU work; the scope's lists are in file order.
     let kernels = by_start(
         trace
             .counters
             .iter()
             .map(|&(i, _)| i)
-            .filter(|i| in_scope.contains(i))
+            .filter(|i| scope.gpu.binary_search(i).is_ok())
             .collect(),
     );
     let launches = by_start(
@@ -603,35 +589,66 @@ pub fn counter_table(trace: &Trace, scope: &Scope, origin: i64) -> Option<Counte
 /// thread that start no later than it and end no earlier, outermost first.
 fn operator_stacks(trace: &Trace, scope: &Scope, calls: &[usize]) -> Vec<Vec<usize>> {
     let e = &trace.events;
-    let mut ops: Vec<Span> = scope
+    let cpu_ops = scope
         .cpu
         .iter()
-        .filter(|&&i| e.kind[i] == Kind::CpuOp)
-        .map(|&i| {
-            let (start, end) = scope.interval(trace, i);
-            (start, end, i)
-        })
-        .collect();
-    // Outer before inner: by start, then the longer first.
-    ops.sort_unstable_by_key(|&(start, end, i)| (start, std::cmp::Reverse(end), i));
-    let (mut open, mut next): (Vec<Span>, usize) = (Vec::new(), 0);
+        .copied()
+        .filter(|&i| e.kind[i] == Kind::CpuOp);
+    let mut ops = Enclosing::new(trace, scope, cpu_ops);
+    let thread = |i: usize| (e.pid[i], e.tid[i]);
     calls
         .iter()
         .map(|&call| {
             let (start, end) = scope.interval(trace, call);
-            while next < ops.len() && ops[next].0 <= start {
-                open.push(ops[next]);
-                next += 1;
-            }
-            open.retain(|&(_, op_end, _)| op_end >= start);
-            open.iter()
-                .filter(|&&(_, op_end, op)| {
-                    op_end >= end && (e.pid[op], e.tid[op]) == (e.pid[call], e.tid[call])
-                })
+            ops.around(start, end)
+                .filter(|&&(_, _, op)| thread(op) == thread(call))
                 .map(|&(_, _, op)| op)
                 .collect()
         })
         .collect()
+}
+
+/// A sweep through spans of events that tells, for spans asked in order of start, which
+/// of them enclose each: a span that ended before one asked for encloses none asked
+/// later, so only the spans open at the time are looked at.
+struct Enclosing {
+    /// By start, the longer first: outer before inner.
+    spans: Vec<Span>,
+    /// The first span not yet reached.
+    next: usize,
+    /// The spans reached and not yet ended, outermost first.
+    open: Vec<Span>,
+}
+
+impl Enclosing {
+    /// The sweep through `events`, on `scope`'s clock.
+    fn new(trace: &Trace, scope: &Scope, events: impl Iterator<Item = usize>) -> Self {
+        let mut spans: Vec<Span> = events
+            .map(|i| {
+                let (start, end) = scope.interval(trace, i);
+                (start, end, i)
+            })
+            .collect();
+        spans.sort_unstable_by_key(|&(start, end, i)| (start, std::cmp::Reverse(end), i));
+        Enclosing {
+            spans,
+            next: 0,
+            open: Vec::new(),
+        }
+    }
+
+    /// The spans that start no later than `start` and end no earlier than `end`,
+    /// outermost first; asked in order of `start`.
+    fn around(&mut self, start: i64, end: i64) -> impl Iterator<Item = &Span> {
+        while self.next < self.spans.len() && self.spans[self.next].0 <= start {
+            self.open.push(self.spans[self.next]);
+            self.next += 1;
+        }
+        self.open.retain(|&(_, span_end, _)| span_end >= start);
+        self.open
+            .iter()
+            .filter(move |&&(_, span_end, _)| span_end >= end)
+    }
 }
 
 /// Which events a trace diff counts (HTA's `DeviceType`).
@@ -794,12 +811,21 @@ pub struct IdRanges {
     pub correlation: (i64, i64),
 }
 
+/// `v`, or -1 (HTA's "none") for [`NONE`].
+fn or_minus_one(v: i64) -> i64 {
+    if v == NONE {
+        -1
+    } else {
+        v
+    }
+}
+
 /// The [`IdRanges`] of `trace`.
 pub fn id_ranges(trace: &Trace) -> IdRanges {
     let range = |column: &[i64]| {
         column
             .iter()
-            .map(|&v| if v == NONE { -1 } else { v })
+            .map(|&v| or_minus_one(v))
             .fold((-1, -1), |(lo, hi), v| (lo.min(v), hi.max(v)))
     };
     IdRanges {
