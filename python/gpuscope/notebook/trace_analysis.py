@@ -556,7 +556,8 @@ class TraceAnalysis:
         else:
             steps = self.get_step_overview()
             wanted = {f"ProfilerStep#{n}": n for n in profiler_steps}
-            absent = sorted(n for name, n in wanted.items() if name not in set(steps["step"]))
+            present = set(steps["step"])
+            absent = sorted(n for name, n in wanted.items() if name not in present)
             if absent:
                 raise ValueError(
                     f"no rank has profiler steps {absent}: the steps are "
