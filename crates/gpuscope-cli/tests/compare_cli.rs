@@ -6,7 +6,7 @@
 //! `profiles/memory.jsonl`, the presence of `profiles/nonfinite.jsonl` and of an OOM
 //! report), not from gpuscope's output.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use assert_cmd::Command;
 use common::{one_error_line, stderr_of};
 
-mod common;
+use crate::common;
 
 fn shared(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

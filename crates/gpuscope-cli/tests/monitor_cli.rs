@@ -10,7 +10,7 @@ use std::time::Duration;
 use assert_cmd::Command;
 use common::{one_error_line, text};
 
-mod common;
+use crate::common;
 
 fn shared(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

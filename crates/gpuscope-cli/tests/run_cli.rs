@@ -9,7 +9,7 @@ use std::time::Duration;
 use assert_cmd::Command;
 use common::{one_error_line, text};
 
-mod common;
+use crate::common;
 
 /// `gpuscope run --logdir DIR -- sh -c SCRIPT`.
 fn run_sh(dir: &Path, script: &str) -> Output {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use assert_cmd::Command;
 use common::stderr_of;
 
-mod common;
+use crate::common;
 
 fn shared(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

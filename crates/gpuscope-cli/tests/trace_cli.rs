@@ -12,7 +12,7 @@ use assert_cmd::Command;
 use common::{stderr_of, stdout_of};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 fn shared(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

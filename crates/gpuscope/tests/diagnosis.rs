@@ -11,7 +11,7 @@ use gpuscope::model::sources::Source;
 use gpuscope::render::report::json;
 use gpuscope::{read_run, report_runs};
 
-mod common;
+use crate::common;
 
 fn diagnose(path: &Path) -> Diagnosis {
     let run = read_run(path, &mut |_, _| {}).unwrap();

@@ -4,7 +4,7 @@
 //! keeps growing is named (README, "Host memory on a GPU run"); no autocast advice to a
 //! run whose forward was not seen without it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

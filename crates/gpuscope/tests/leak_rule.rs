@@ -2,7 +2,7 @@
 //! named; a sawtooth, a one-time step at a phase change, and growth that stops (the shared
 //! text log densifies until iteration 3000, then stays flat) are not.
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::io::BufReader;

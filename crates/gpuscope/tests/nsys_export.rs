@@ -4,7 +4,7 @@
 //! copies changed the ways nsys versions and captures differ (a table not created, a column
 //! renamed, tables this capture lacks added) and on files that are not exports at all.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

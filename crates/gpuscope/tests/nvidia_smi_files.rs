@@ -2,7 +2,7 @@
 //! MIG column, an A100 `-q -x` with MIG on, an exporter's `--query-gpu` CSV) read by the
 //! parsers. Expected figures were read off the files by eye, not from this code's output.
 
-mod common;
+use crate::common;
 
 use common::shared_data;
 use gpuscope::formats::gpu::nvidia_smi::parse_saved;

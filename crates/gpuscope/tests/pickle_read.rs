@@ -5,17 +5,15 @@
 //! that would run code refused before anything runs; bad and cut-short input refused
 //! without a panic; and the inputs the fuzzer found.
 
-mod common;
-#[path = "common/one_byte.rs"]
-mod one_byte;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::common::one_byte::OneByte;
 use common::{python, LOAD_SNAPSHOT_PY};
 use gpuscope::formats::pickle::{self, Fold, Pickle, PickleError, StrId, Value};
-use one_byte::OneByte;
 
 /// One JSON object per line of `text`.
 fn json_lines(text: &str) -> Vec<serde_json::Value> {
@@ -1150,7 +1148,7 @@ fn fuzz_regressions() {
 }
 
 /// Reading time of the largest real snapshot (3.2 MB). Not a test of correctness: run it
-/// with `cargo test --release -p gpuscope --test pickle_read -- --ignored --nocapture`,
+/// with `cargo test --release -p gpuscope --test engine pickle_read -- --ignored --nocapture`,
 /// under `/usr/bin/time -v` for the peak memory.
 #[test]
 #[ignore]

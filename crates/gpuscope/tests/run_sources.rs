@@ -7,7 +7,7 @@ use std::path::Path;
 use gpuscope::formats::runlog::sources::run_sources;
 use gpuscope::model::sources::{Source, Sources};
 
-mod common;
+use crate::common;
 
 fn sources_of(run: &str) -> Sources {
     run_sources(&common::shared_data(&format!("gpu-h200/{run}"))).unwrap()

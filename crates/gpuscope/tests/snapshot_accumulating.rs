@@ -7,7 +7,7 @@
 //! keeping only the last three (a ring buffer) has none. Optimizer state made in the first step and the last step's
 //! gradients never are.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,7 @@
 //! every figure of the unchanged file; the frame's line is unknown: `null` in the JSON,
 //! no `:LINE` in the site.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

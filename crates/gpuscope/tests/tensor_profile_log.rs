@@ -1,7 +1,7 @@
 //! A real `tensor_profile_<ts>.log` text log (shared/data/logs), read by gpuscope: the figures its
 //! analyzer's regexes find (reference.json) come out the same, in bytes.
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::io::BufReader;

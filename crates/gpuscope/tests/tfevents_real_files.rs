@@ -2,7 +2,7 @@
 //! tensorboardX (2017), checked against what TensorBoard's own reader found in them
 //! (`shared/data/tfevents/reference.json`).
 
-mod common;
+use crate::common;
 
 use std::fs;
 

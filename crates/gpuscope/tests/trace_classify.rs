@@ -4,7 +4,7 @@
 //! figures; its `cudaLaunchKernel` calls renamed to `cuLaunchKernelEx` or `hipLaunchKernel`
 //! the same launch statistics. Each edited trace is written to a temporary directory.
 
-mod common;
+use crate::common;
 
 use gpuscope::analysis::trace::classify::KernelType;
 use gpuscope::analysis::trace::health::dropped_kernels;

@@ -6,7 +6,7 @@
 //! of the graph's work carries the graph launch's correlation id (and its operator's
 //! External id). Expected figures come from the traces' JSON, read here with serde_json.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

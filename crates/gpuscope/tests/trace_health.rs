@@ -5,7 +5,7 @@
 //! records out of a real trace, adding a line to it, shifting its clock or linking it under
 //! another name.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

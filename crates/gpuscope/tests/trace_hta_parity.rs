@@ -1,7 +1,7 @@
 //! Parity with Holistic Trace Analysis 0.5 on the shared real traces: the temporal and
 //! kernel-type breakdowns agree with `hta_reference.json` to 0.5 % or 1 µs.
 
-mod common;
+use crate::common;
 
 use gpuscope::analysis::trace::idle::idle_by_stream;
 use gpuscope::analysis::trace::kernels::type_breakdown;

@@ -4,7 +4,7 @@
 //! count (what was allocated before the trace included); on a 2021 trace without them, it
 //! is the events' running sum from the start of the trace.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -5,7 +5,7 @@
 //! encloses, on its thread, a runtime call that launched GPU work, and the two ways of
 //! linking agree where both can be used.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 

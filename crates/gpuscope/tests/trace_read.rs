@@ -2,7 +2,7 @@
 //! real trace in `shared/data/traces`: the same events of each kind, the same rank, the
 //! same metadata (where the rank came from, the time base, Kineto's log lines).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

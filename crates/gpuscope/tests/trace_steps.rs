@@ -5,7 +5,7 @@
 //! Communication named by its collective, and on a CPU-only trace the gloo collectives as
 //! its communication.
 
-mod common;
+use crate::common;
 
 use gpuscope::analysis::trace::classify::CollectiveKind;
 use gpuscope::analysis::trace::steps::{step_overview, Category, VerdictKind};

@@ -1,6 +1,4 @@
-//! Helpers shared by the CLI tests. Each test file compiles this module on its own and
-//! uses only part of it.
-#![allow(dead_code)]
+//! Helpers shared by the CLI tests.
 
 use std::process::Output;
 

@@ -1,6 +1,6 @@
-//! Helpers shared by the engine's integration tests. Each test file compiles this module on
-//! its own and uses only part of it.
-#![allow(dead_code)]
+//! Helpers shared by the engine's integration tests.
+
+pub mod one_byte;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
