@@ -24,5 +24,6 @@ mod trace_health;
 mod trace_hta_parity;
 mod trace_memory;
 mod trace_operators;
+mod trace_overlay;
 mod trace_read;
 mod trace_steps;

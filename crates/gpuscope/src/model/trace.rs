@@ -231,6 +231,10 @@ pub struct Trace {
     /// numeric `args` of `cuda_profiler_range` events: interned name, value), by event
     /// index, in index order (kept apart like [`Trace::bandwidth`]).
     pub counters: Vec<(usize, Vec<(u32, f64)>)>,
+    /// Where each event stands in the file's `traceEvents` array (0 for its first
+    /// element, whatever was left out before it), so that a copy of the file can mark
+    /// events gpuscope found; empty for a trace built in memory.
+    pub positions: Vec<u32>,
 }
 
 /// The caching allocator's counts right after a `[memory]` event, as Kineto writes them

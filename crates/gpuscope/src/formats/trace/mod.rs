@@ -3,6 +3,7 @@
 //! summaries, and torch's raw memory timeline export.
 
 pub mod load;
+pub mod overlay;
 pub mod read;
 pub mod split;
 pub mod summaries;

@@ -193,14 +193,16 @@ fn read_events<R: Read>(
             }
         });
         let pusher = scope.spawn(move || {
+            let mut position = 0u32;
             for batch in to_push {
                 batch.with_dependent(|_, events| {
                     for event in events {
                         match event {
                             Parsed::Skipped => {}
                             Parsed::Dropped(why) => seen.drop(why),
-                            Parsed::Usable(usable) => push(trace, seen, usable),
+                            Parsed::Usable(usable) => push(trace, seen, usable, position),
                         }
+                        position = position.saturating_add(1);
                     }
                 });
                 let _ = empty.send(batch.into_owner());
@@ -320,7 +322,7 @@ fn parse_event(bytes: &[u8]) -> Parsed<'_> {
 }
 
 /// The text of the trace whose bytes `file` reads: gunzipped when `path` is gzip.
-fn text_of<'a>(path: &Path, file: impl Read + 'a) -> Result<Box<dyn Read + 'a>> {
+pub(super) fn text_of<'a>(path: &Path, file: impl Read + 'a) -> Result<Box<dyn Read + 'a>> {
     let mut magic = [0u8; 2];
     let mut head = File::open(path).map_err(|e| Error::io(path, e))?;
     let gzip = head.read(&mut magic).map_err(|e| Error::io(path, e))? == 2 && magic == [0x1f, 0x8b];
@@ -769,7 +771,7 @@ fn usable<'a>(raw: RawEvent<'a>, bytes: &'a [u8]) -> Parsed<'a> {
     })
 }
 
-fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>) {
+fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>, position: u32) {
     let mut event = usable.event;
     event.name = trace.names.intern(&usable.name);
     if let Some(dims) = usable.shapes.map(RawValue::get) {
@@ -800,6 +802,7 @@ fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>) {
             .collect();
         trace.counters.push((trace.events.len(), counters));
     }
+    trace.positions.push(position);
     trace.events.push(event);
 }
 

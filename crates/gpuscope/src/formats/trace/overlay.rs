@@ -1,0 +1,225 @@
+//! A copy of a trace file with some of its events marked: each marked event gets an
+//! `args` member of gpuscope's (the patterns of `TraceAnalysis`'
+//! `get_frequent_cuda_kernel_sequences`, searchable in Perfetto), and, on request, the
+//! other complete events lose their `args` (a smaller file).
+//!
+//! Every value is copied as the bytes it was written as, so nothing is lost: Python's
+//! `json` would read a microsecond time of 19 digits (`1712195495519689.047`, a
+//! nanosecond-resolution trace) into a float and write `1712195495519689.0`. Only the
+//! whitespace between members changes.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::read::text_of;
+use super::split::{SplitError, Splitter};
+use crate::error::{Error, Result};
+
+/// What to change in the copy.
+pub struct Marks<'a> {
+    /// By position in `traceEvents`: the member to put into that event's `args`, its
+    /// name and its value as JSON.
+    pub args: FxHashMap<u32, (&'a str, &'a RawValue)>,
+    /// Whether the other complete (`"ph": "X"`) events lose their `args`.
+    pub drop_other_args: bool,
+}
+
+/// Copies the trace at `source` (gzip or not) to `target` with `marks` applied; gzipped
+/// when `target`'s name ends in `.gz`.
+pub fn write_overlay(source: &Path, target: &Path, marks: &Marks<'_>) -> Result<()> {
+    let file = File::open(source).map_err(|e| Error::io(source, e))?;
+    let mut splitter = Splitter::new(text_of(source, file)?);
+    let out = File::create(target).map_err(|e| Error::output(target, e))?;
+    let gzip = target.extension().is_some_and(|x| x == "gz");
+    let mut out: Box<dyn Write> = if gzip {
+        Box::new(flate2::write::GzEncoder::new(
+            BufWriter::new(out),
+            flate2::Compression::default(),
+        ))
+    } else {
+        Box::new(BufWriter::new(out))
+    };
+    match copy_document(&mut splitter, &mut out, marks) {
+        Ok(()) => out.flush().map_err(|e| Error::output(target, e)),
+        Err(Failure::Input(what)) => Err(Error::bad_input(source, what)),
+        Err(Failure::Output(e)) => Err(Error::output(target, e)),
+    }
+}
+
+/// Why a copy stopped.
+enum Failure {
+    Input(String),
+    Output(io::Error),
+}
+
+impl From<SplitError> for Failure {
+    fn from(e: SplitError) -> Self {
+        Failure::Input(e.to_string())
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::Output(e)
+    }
+}
+
+fn copy_document<R: io::Read>(
+    s: &mut Splitter<R>,
+    out: &mut dyn Write,
+    marks: &Marks<'_>,
+) -> std::result::Result<(), Failure> {
+    s.skip_bom()?;
+    s.expect(b'{')?;
+    out.write_all(b"{")?;
+    let mut raw = Vec::new();
+    if s.peek()? != Some(b'}') {
+        loop {
+            let key = s.key()?;
+            serde_json::to_writer(&mut *out, &key).map_err(io::Error::from)?;
+            out.write_all(b":")?;
+            if key == "traceEvents" && s.peek()? == Some(b'[') {
+                copy_events(s, out, marks)?;
+            } else {
+                raw.clear();
+                s.value(&mut raw)?;
+                out.write_all(&raw)?;
+            }
+            if !s.next_or_close(b'}')? {
+                break;
+            }
+            out.write_all(b",")?;
+        }
+    } else {
+        s.expect(b'}')?;
+    }
+    out.write_all(b"}")?;
+    Ok(())
+}
+
+fn copy_events<R: io::Read>(
+    s: &mut Splitter<R>,
+    out: &mut dyn Write,
+    marks: &Marks<'_>,
+) -> std::result::Result<(), Failure> {
+    s.expect(b'[')?;
+    out.write_all(b"[")?;
+    if s.peek()? == Some(b']') {
+        s.expect(b']')?;
+        out.write_all(b"]")?;
+        return Ok(());
+    }
+    let mut raw = Vec::new();
+    let mut position = 0u32;
+    loop {
+        raw.clear();
+        s.value(&mut raw)?;
+        let mark = marks.args.get(&position).copied();
+        match (mark, marks.drop_other_args) {
+            (None, false) => out.write_all(&raw)?,
+            (mark, _) => copy_event(&raw, mark, out)?,
+        }
+        position = position.saturating_add(1);
+        if !s.next_or_close(b']')? {
+            break;
+        }
+        out.write_all(b",")?;
+    }
+    out.write_all(b"]")?;
+    Ok(())
+}
+
+/// One event: with `mark` put into its `args`; without, a complete event without `args`.
+/// An element that is not an object, and an event without a mark that is not complete,
+/// is copied as it is.
+fn copy_event(raw: &[u8], mark: Option<(&str, &RawValue)>, out: &mut dyn Write) -> io::Result<()> {
+    let Ok(Members(members)) = serde_json::from_slice::<Members<'_>>(raw) else {
+        return out.write_all(raw);
+    };
+    let complete = members
+        .iter()
+        .any(|(k, v)| k == "ph" && v.get() == r#""X""#);
+    if mark.is_none() && !complete {
+        return out.write_all(raw);
+    }
+    let mut first = true;
+    let mut member = |out: &mut dyn Write, key: &str, value: &[u8]| -> io::Result<()> {
+        out.write_all(if first { b"{" } else { b"," })?;
+        first = false;
+        serde_json::to_writer(&mut *out, key).map_err(io::Error::from)?;
+        out.write_all(b":")?;
+        out.write_all(value)
+    };
+    let mut args_seen = false;
+    for (key, value) in &members {
+        if key != "args" {
+            member(out, key, value.get().as_bytes())?;
+            continue;
+        }
+        args_seen = true;
+        if let Some(mark) = mark {
+            member(out, key, &with_member(value, mark)?)?;
+        }
+    }
+    if let (false, Some(mark)) = (args_seen, mark) {
+        member(out, "args", &with_member(empty_object(), mark)?)?;
+    }
+    out.write_all(if first { b"{}" } else { b"}" })
+}
+
+/// `args` with `mark` set (an `args` that is not an object is replaced).
+fn with_member(args: &RawValue, (name, value): (&str, &RawValue)) -> io::Result<Vec<u8>> {
+    let members = serde_json::from_str::<Members<'_>>(args.get())
+        .map(|m| m.0)
+        .unwrap_or_default();
+    let mut out = vec![b'{'];
+    for (key, raw) in members.iter().filter(|(key, _)| key != name) {
+        serde_json::to_writer(&mut out, key)?;
+        out.push(b':');
+        out.extend_from_slice(raw.get().as_bytes());
+        out.push(b',');
+    }
+    serde_json::to_writer(&mut out, name)?;
+    out.push(b':');
+    out.extend_from_slice(value.get().as_bytes());
+    out.push(b'}');
+    Ok(out)
+}
+
+fn empty_object() -> &'static RawValue {
+    serde_json::from_str("{}").expect("{} is JSON")
+}
+
+/// An object's members in their order, each value as written.
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Members<'de>, A::Error> {
+                let mut members = Vec::new();
+                while let Some(entry) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
+                    members.push(entry);
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}

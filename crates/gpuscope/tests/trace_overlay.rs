@@ -1,0 +1,72 @@
+//! A copy of a trace with events marked: marks land in `args` (made when missing or not
+//! an object, replaced when already there), the other complete events lose their `args`
+//! only when asked, every value keeps the text it was written with (times of 19 digits
+//! included), the members around `traceEvents` are kept, and a `.gz` target is gzip.
+
+use std::io::Read;
+
+use gpuscope::formats::trace::overlay::{write_overlay, Marks};
+use serde_json::value::RawValue;
+
+const TRACE: &str = r#"{"schemaVersion": 1, "traceEvents": [
+  {"ph": "X", "name": "a", "ts": 1712195495519689.047, "dur": 1.5, "args": {"x": 1e400, "Patterns": 0}},
+  {"ph": "X", "name": "b", "ts": 2, "dur": 1},
+  {"ph": "X", "name": "c", "ts": 3, "dur": 1, "args": "odd"},
+  {"ph": "X", "name": "d\u00e9", "ts": 4, "dur": 1, "args": {"keep": [1, 2]}},
+  {"ph": "i", "name": "[memory]", "ts": 5, "args": {"Bytes": 512}},
+  17
+], "deviceProperties": [{"id": 0}]}"#;
+
+fn overlay(target_name: &str, drop_other_args: bool) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("rank0.json");
+    std::fs::write(&source, TRACE).unwrap();
+    let patterns: Box<RawValue> = RawValue::from_string(r#"{"a|k": 2}"#.into()).unwrap();
+    let marks = Marks {
+        args: [0u32, 1, 2]
+            .into_iter()
+            .map(|p| (p, ("Patterns", &*patterns)))
+            .collect(),
+        drop_other_args,
+    };
+    let target = dir.path().join(target_name);
+    write_overlay(&source, &target, &marks).unwrap();
+    let bytes = std::fs::read(&target).unwrap();
+    if target_name.ends_with(".gz") {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    } else {
+        String::from_utf8(bytes).unwrap()
+    }
+}
+
+#[test]
+fn marks_land_in_args_and_values_keep_their_text() {
+    let text = overlay("overlaid_rank0.json", false);
+    assert!(text.starts_with(r#"{"schemaVersion":1,"traceEvents":["#));
+    assert!(text.ends_with(r#"],"deviceProperties":[{"id": 0}]}"#));
+    let events = &text[text.find('[').unwrap()..];
+    assert!(events.contains(
+        r#"{"ph":"X","name":"a","ts":1712195495519689.047,"dur":1.5,"args":{"x":1e400,"Patterns":{"a|k": 2}}}"#
+    ));
+    assert!(events.contains(r#""name":"b","ts":2,"dur":1,"args":{"Patterns":{"a|k": 2}}}"#));
+    assert!(events.contains(r#""name":"c","ts":3,"dur":1,"args":{"Patterns":{"a|k": 2}}}"#));
+    // Unmarked events and elements that are not events are copied as they were.
+    assert!(events.contains(
+        r#"{"ph": "X", "name": "d\u00e9", "ts": 4, "dur": 1, "args": {"keep": [1, 2]}}"#
+    ));
+    assert!(events.contains(r#"{"ph": "i", "name": "[memory]", "ts": 5, "args": {"Bytes": 512}}"#));
+    assert!(events.contains(",17]"));
+}
+
+#[test]
+fn other_complete_events_lose_their_args_when_asked() {
+    let text = overlay("overlaid_rank0.json.gz", true);
+    assert!(text.contains(r#"{"ph":"X","name":"d\u00e9","ts":4,"dur":1}"#));
+    // Not complete: kept whole.
+    assert!(text.contains(r#""args": {"Bytes": 512}"#));
+    assert_eq!(text.matches("Patterns").count(), 3);
+}
