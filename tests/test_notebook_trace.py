@@ -433,8 +433,8 @@ def test_methods_gpuscope_does_not_answer_say_so(tmp_path: Path) -> None:
     ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, LIVE["alexnet"]))
     with pytest.raises(NotImplementedError, match="critical_path_analysis"):
         ta.critical_path_analysis(0, "ProfilerStep", 0)
-    with pytest.raises(NotImplementedError, match="get_frequent_cuda_kernel_sequences"):
-        ta.get_frequent_cuda_kernel_sequences("aten::linear", str(tmp_path))
+    with pytest.raises(NotImplementedError, match="generate_trace_with_counters"):
+        ta.generate_trace_with_counters()
 
 
 # The shared traces with GPU user annotations that HTA answers in seconds.

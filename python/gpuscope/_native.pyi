@@ -37,6 +37,7 @@ __all__ = [
     "stragglers",
     "summarize_trace",
     "tensors_fingerprint",
+    "write_trace_overlay",
 ]
 __version__: str
 MAX_HISTOGRAM_BINS: int
@@ -199,6 +200,18 @@ def stragglers(compute_us: list[tuple[int, float]]) -> list[tuple[int, float]]:
 def analyze_trace(path: str | PathLike[str]) -> dict[str, Any]:
     """The ``gpuscope trace --format json`` document of the trace(s) at ``path``."""
 
+def write_trace_overlay(
+    source: str | PathLike[str],
+    target: str | PathLike[str],
+    member: str,
+    marks: Mapping[int, str],
+    drop_other_args: bool,
+) -> None:
+    """Copies the trace ``source`` to ``target`` (gzipped for a ``.gz`` name), setting
+    ``args[member]`` of the event at each position of ``marks`` to the JSON given for it;
+    with ``drop_other_args``, the other complete events lose their ``args``. Values are
+    copied as written."""
+
 @final
 class TraceSet:
     """Traces loaded once and asked one question at a time (``gpuscope.TraceAnalysis``):
@@ -228,6 +241,9 @@ class TraceSet:
     def op_launches(self, k: int) -> dict[str, list[Any]]: ...
     def annotated_work(self, k: int) -> dict[str, list[Any]] | None: ...
     def counters(self, k: int) -> dict[str, Any] | None: ...
+    def sequences(
+        self, k: int, operator: str, min_len: int, marked: int
+    ) -> dict[str, list[Any]]: ...
     def all_steps(self, k: int) -> list[int]: ...
     def ops(self, k: int, iterations: Sequence[int], device: str) -> dict[str, list[Any]]: ...
     def start_span(self, k: int) -> float: ...

@@ -1,11 +1,14 @@
 //! Bindings of `gpuscope::formats::trace` and its analyses, for the profiler hook that summarises
 //! each trace as torch.profiler writes it, and for notebooks.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use gpuscope::analysis::trace::classify::KernelType;
 use gpuscope::analysis::trace::kernels::type_breakdown_of;
@@ -14,9 +17,11 @@ use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;
 use gpuscope::analysis::trace::ranks;
 use gpuscope::analysis::trace::rows;
 use gpuscope::analysis::trace::scope::{scope_with, Scope};
+use gpuscope::analysis::trace::sequences::sequence_table;
 use gpuscope::analysis::trace::steps::{Category, RuntimePart};
 use gpuscope::analysis::trace::summary::{self, RankSummary};
 use gpuscope::analysis::trace::temporal::temporal;
+use gpuscope::formats::trace::overlay::{write_overlay, Marks};
 use gpuscope::render::trace as render;
 use gpuscope::{
     analyze_traces, load_traces, write_file, Clock, Format, Render, TraceAnalysis, TraceFile,
@@ -270,6 +275,22 @@ impl TraceSet {
         })
     }
 
+    /// Trace `k`'s patterns of GPU work launched by calls of the operators whose name
+    /// contains `operator`, with the file positions of the first `marked` patterns' events.
+    fn sequences(
+        &self,
+        py: Python<'_>,
+        k: usize,
+        operator: &str,
+        min_len: usize,
+        marked: usize,
+    ) -> PyResult<Py<PyAny>> {
+        self.one(py, k, |t, s| {
+            let all = launches(&t.trace, s);
+            sequence_table(&t.trace, s, &all, operator, min_len, marked)
+        })
+    }
+
     /// Every profiler step of trace `k`, the last included.
     fn all_steps(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
         self.one(py, k, |t, _| {
@@ -377,12 +398,42 @@ fn merge_rank_summaries(py: Python<'_>, summaries: Vec<Bound<'_, PyAny>>) -> PyR
     Ok(pythonize::pythonize(py, &merged)?.unbind())
 }
 
+/// Writes a copy of the trace at `source` to `target` (gzipped for a `.gz` name) where
+/// the event at each position of `marks` (in `traceEvents`) has `args[member]` set to the
+/// JSON text given for it; with `drop_other_args`, the other complete events lose their
+/// `args`. Values are copied as written (Python's `json` would round long times).
+#[pyfunction]
+fn write_trace_overlay(
+    py: Python<'_>,
+    source: PathBuf,
+    target: PathBuf,
+    member: &str,
+    marks: HashMap<u32, String>,
+    drop_other_args: bool,
+) -> PyResult<()> {
+    let values: Vec<(u32, Box<RawValue>)> = marks
+        .into_iter()
+        .map(|(position, json)| RawValue::from_string(json).map(|v| (position, v)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| PyValueError::new_err(format!("a mark is not JSON: {e}")))?;
+    let marks = Marks {
+        args: values
+            .iter()
+            .map(|(position, value)| (*position, (member, &**value)))
+            .collect(),
+        drop_other_args,
+    };
+    py.detach(|| write_overlay(&source, &target, &marks))
+        .py_err()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(summarize_trace, m)?)?;
     m.add_function(wrap_pyfunction!(rank_summary, m)?)?;
     m.add_function(wrap_pyfunction!(merge_rank_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(stragglers, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(write_trace_overlay, m)?)?;
     m.add(
         "STEP_CATEGORIES",
         Category::ALL

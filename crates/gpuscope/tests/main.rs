@@ -26,4 +26,5 @@ mod trace_memory;
 mod trace_operators;
 mod trace_overlay;
 mod trace_read;
+mod trace_sequences;
 mod trace_steps;

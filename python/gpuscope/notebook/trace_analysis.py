@@ -16,6 +16,7 @@ takes the exact clock.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import warnings
@@ -529,6 +530,83 @@ class TraceAnalysis:
             frames.append(frame(columns, dtypes))
         return frames
 
+    def get_frequent_cuda_kernel_sequences(
+        self,
+        operator_name: str,
+        output_dir: str,
+        min_pattern_len: int = 3,
+        rank: int = 0,
+        top_k: int = 5,
+        visualize: bool = False,
+        compress_other_kernels: bool = True,
+    ) -> pd.DataFrame:
+        """The sequences of GPU work (kernels, copies, memsets) that calls of the CPU
+        operators whose name contains ``operator_name`` launched on ``rank``: a row per
+        pattern (``pattern``: the operator's name, then the work's names in order of
+        start, joined by ``|``), with how many calls launched it (``count``) and their
+        total ``GPU kernel duration (us)`` and ``CPU op duration (us)``, most frequent
+        first. A call counts when it launched ``min_pattern_len`` pieces of work or more,
+        from inside it on its thread; a matching call inside another is part of the
+        outer one.
+
+        Writes ``overlaid_<trace file name>`` into ``output_dir``: the trace with each
+        event of the ``top_k`` patterns (the calls, the CPU events inside them and their
+        GPU work) carrying ``args.Patterns`` (pattern: count), to search for in Perfetto;
+        with ``compress_other_kernels``, the other complete events lose their ``args``.
+        No pattern: an empty frame, a warning, and no file.
+
+        Departures from HTA: outer calls are found on each thread (HTA takes only the
+        matches at the smallest call depth of the whole trace, so a match on a thread
+        where it runs deeper is left out); the overlay keeps every event's name (HTA
+        replaces the others' names with its symbol ids); a bad ``operator_name``,
+        ``output_dir`` or ``rank`` raises ``ValueError`` (HTA logs an error and returns
+        an empty frame). HTA 0.5's call graph fails on the shared traces with NumPy 2."""
+        if not operator_name:
+            raise ValueError("operator_name must name an operator (a part of its name)")
+        if not os.path.isdir(output_dir) or not os.access(output_dir, os.W_OK):
+            raise ValueError(f"output_dir is not a writable directory: {output_dir}")
+        _, k = self._chosen([rank])[0]
+        table = self._set.sequences(k, operator_name, min_pattern_len, max(top_k, 0))
+        gpu, cpu = "GPU kernel duration (us)", "CPU op duration (us)"
+        df = frame(
+            {
+                "pattern": table["pattern"],
+                "count": table["count"],
+                gpu: table["gpu_duration"],
+                cpu: table["cpu_duration"],
+            },
+            {"pattern": "str", "count": "int64", gpu: "float64", cpu: "float64"},
+        )
+        if df.empty:
+            warnings.warn(
+                f"rank {rank}: no call of an operator named like {operator_name!r} launched "
+                f"{min_pattern_len} or more pieces of GPU work; no overlaid trace written",
+                stacklevel=2,
+            )
+            return df
+        marks: dict[int, dict[str, int]] = {}
+        for pattern, count, positions in zip(
+            table["pattern"], table["count"], table["positions"], strict=True
+        ):
+            for position in positions:
+                marks.setdefault(position, {})[pattern] = count
+        source = self.trace_files[rank]
+        _native.write_trace_overlay(
+            source,
+            os.path.join(output_dir, "overlaid_" + os.path.basename(source)),
+            "Patterns",
+            {position: json.dumps(patterns) for position, patterns in marks.items()},
+            compress_other_kernels,
+        )
+        if visualize:
+            show(
+                df.head(top_k).rename_axis("pattern index").reset_index(),
+                f"Top {top_k} frequent patterns for rank {rank}",
+                x="pattern index",
+                y="count",
+            )
+        return df
+
     def get_potential_stragglers(
         self,
         profiler_steps: list[int] | None = None,
@@ -719,9 +797,6 @@ class TraceAnalysis:
         return "int64" if self.hta_compat else "float64"
 
     # -- what HTA has and gpuscope does not answer --------------------------------------
-
-    def get_frequent_cuda_kernel_sequences(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _not_answered("get_frequent_cuda_kernel_sequences")
 
     def critical_path_analysis(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("critical_path_analysis")

@@ -22,6 +22,7 @@ pub mod ranks;
 pub mod report;
 pub mod rows;
 pub mod scope;
+pub mod sequences;
 pub mod steps;
 pub mod summary;
 pub mod temporal;

@@ -834,6 +834,6 @@ pub fn id_ranges(trace: &Trace) -> IdRanges {
     }
 }
 
-fn micros(ns: i64) -> f64 {
+pub(super) fn micros(ns: i64) -> f64 {
     ns as f64 / 1000.0
 }
