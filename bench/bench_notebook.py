@@ -10,9 +10,12 @@ CPU's ranges: few of these traces have GPU ones, and HTA answers ``None`` withou
 ``get_aten_op_kernels_and_delay()`` (HTA draws a plotly table there whatever it is
 asked: its ``Figure.show`` is made a no-op) and
 ``get_gpu_kernels_with_user_annotations(rank)`` of the lowest rank (``None`` from both
-on the traces without GPU annotations; ``v100_ns`` has 15). A question that raises
-``KeyError`` or ``ValueError``, as HTA does on traces it cannot answer, is printed as
-failed, not timed. Each side is one child process
+on the traces without GPU annotations; ``v100_ns`` has 15), and
+``get_frequent_cuda_kernel_sequences("aten::", DIR, rank=...)`` of the lowest rank (the
+patterns of every outermost ATen call, and the overlaid trace written). A question that
+raises ``KeyError``, ``ValueError`` or ``TypeError``, as HTA does on traces it cannot
+answer (its call graph, which the last question needs, fails with NumPy 2), is printed
+as failed, not timed. Each side is one child process
 (``python bench_notebook.py --side S DIR``) started under ``/usr/bin/time`` for its peak
 RSS (``_measure.run_child``); the whole child is timed, and it reports its own timer
 around the import, the load and the questions. Sides: ``gpuscope`` (``from gpuscope
@@ -75,12 +78,12 @@ def side(name: str, trace_dir: str) -> None:
     more: dict[str, float | None] = {}
     # HTA draws a table whatever it is asked; plotly is HTA's, not gpuscope's.
     quiet = patch("plotly.graph_objects.Figure.show") if name == "hta" else nullcontext()
-    with quiet:
+    with quiet, tempfile.TemporaryDirectory() as scratch:
         for question, ask in MORE.items():
             t = time.perf_counter()
             try:
-                ask(analyzer)
-            except (KeyError, ValueError):  # how HTA fails on some traces
+                ask(analyzer, scratch)
+            except (KeyError, ValueError, TypeError):  # how HTA fails on some traces
                 more[question] = None
             else:
                 more[question] = time.perf_counter() - t
@@ -97,13 +100,17 @@ def side(name: str, trace_dir: str) -> None:
     )
 
 
-# The questions timed apart from the first five, by the column they print under.
-MORE: dict[str, Callable[[Any], object]] = {
-    "annot ms": lambda a: a.get_gpu_user_annotation_breakdown(
+# The questions timed apart from the first five, by the column they print under; each
+# is given the analyzer and a scratch directory to write into.
+MORE: dict[str, Callable[[Any, str], object]] = {
+    "annot ms": lambda a, _: a.get_gpu_user_annotation_breakdown(
         use_gpu_annotation=False, visualize=False
     ),
-    "aten ms": lambda a: a.get_aten_op_kernels_and_delay(),
-    "kann ms": lambda a: a.get_gpu_kernels_with_user_annotations(rank=first_rank(a)),
+    "aten ms": lambda a, _: a.get_aten_op_kernels_and_delay(),
+    "kann ms": lambda a, _: a.get_gpu_kernels_with_user_annotations(rank=first_rank(a)),
+    "seq ms": lambda a, out: a.get_frequent_cuda_kernel_sequences(
+        "aten::", out, rank=first_rank(a)
+    ),
 }
 
 
@@ -198,6 +205,7 @@ def main() -> None:
         "load, 5 q.: the child's own timers, medians, s; annot ms: "
         "get_gpu_user_annotation_breakdown of the CPU's ranges, aten ms: "
         "get_aten_op_kernels_and_delay, kann ms: get_gpu_kernels_with_user_annotations, "
+        "seq ms: get_frequent_cuda_kernel_sequences('aten::'), "
         "each timed alone, medians, ms; RSS MB: the "
         "largest peak RSS)"
     )

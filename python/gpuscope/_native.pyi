@@ -204,7 +204,7 @@ def write_trace_overlay(
     source: str | PathLike[str],
     target: str | PathLike[str],
     member: str,
-    marks: Mapping[int, str],
+    marks: dict[int, str],
     drop_other_args: bool,
 ) -> None:
     """Copies the trace ``source`` to ``target`` (gzipped for a ``.gz`` name), setting

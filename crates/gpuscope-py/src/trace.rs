@@ -286,8 +286,7 @@ impl TraceSet {
         marked: usize,
     ) -> PyResult<Py<PyAny>> {
         self.one(py, k, |t, s| {
-            let all = launches(&t.trace, s);
-            sequence_table(&t.trace, s, &all, operator, min_len, marked)
+            sequence_table(&t.trace, s, operator, min_len, marked)
         })
     }
 

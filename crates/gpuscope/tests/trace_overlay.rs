@@ -1,7 +1,9 @@
 //! A copy of a trace with events marked: marks land in `args` (made when missing or not
 //! an object, replaced when already there), the other complete events lose their `args`
 //! only when asked, every value keeps the text it was written with (times of 19 digits
-//! included), the members around `traceEvents` are kept, and a `.gz` target is gzip.
+//! included), the members around `traceEvents` are kept, a `.gz` target is gzip,
+//! positions run on across a second `traceEvents`, and a source cut short is an error
+//! that leaves no file behind.
 
 use std::io::Read;
 
@@ -69,4 +71,42 @@ fn other_complete_events_lose_their_args_when_asked() {
     // Not complete: kept whole.
     assert!(text.contains(r#""args": {"Bytes": 512}"#));
     assert_eq!(text.matches("Patterns").count(), 3);
+}
+
+#[test]
+fn positions_run_on_across_a_second_event_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("rank0.json");
+    std::fs::write(
+        &source,
+        r#"{"traceEvents": [{"ph": "X", "name": "a"}], "traceEvents": [{"ph": "X", "name": "b"}]}"#,
+    )
+    .unwrap();
+    let mark: Box<RawValue> = RawValue::from_string("1".into()).unwrap();
+    let marks = Marks {
+        args: [(1u32, ("Patterns", &*mark))].into_iter().collect(),
+        drop_other_args: false,
+    };
+    let target = dir.path().join("out.json");
+    write_overlay(&source, &target, &marks).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        r#"{"traceEvents":[{"ph": "X", "name": "a"}],"traceEvents":[{"ph":"X","name":"b","args":{"Patterns":1}}]}"#
+    );
+}
+
+#[test]
+fn a_source_cut_short_is_an_error_and_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("rank0.json");
+    std::fs::write(&source, &TRACE[..TRACE.len() / 2]).unwrap();
+    let marks = Marks {
+        args: Default::default(),
+        drop_other_args: true,
+    };
+    let target = dir.path().join("overlaid_rank0.json");
+    let err = write_overlay(&source, &target, &marks).unwrap_err();
+    assert!(err.to_string().contains("truncated"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(left.len(), 1, "only the source is left");
 }

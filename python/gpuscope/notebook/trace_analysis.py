@@ -540,33 +540,38 @@ class TraceAnalysis:
         visualize: bool = False,
         compress_other_kernels: bool = True,
     ) -> pd.DataFrame:
-        """The sequences of GPU work (kernels, copies, memsets) that calls of the CPU
-        operators whose name contains ``operator_name`` launched on ``rank``: a row per
-        pattern (``pattern``: the operator's name, then the work's names in order of
-        start, joined by ``|``), with how many calls launched it (``count``) and their
-        total ``GPU kernel duration (us)`` and ``CPU op duration (us)``, most frequent
-        first. A call counts when it launched ``min_pattern_len`` pieces of work or more,
-        from inside it on its thread; a matching call inside another is part of the
-        outer one.
+        """The sequences of GPU work (kernels, copies, memsets) that calls whose name
+        contains ``operator_name`` (CPU operators, ``record_function`` ranges, Python
+        functions) launched on ``rank``: a row per pattern (``pattern``: the call's name,
+        then the work's names in order of start, joined by ``|``), with how many calls
+        launched it (``count``) and their total ``GPU kernel duration (us)`` and ``CPU op
+        duration (us)``, most frequent first, ties by pattern. A call's work is what the
+        runtime and driver calls inside it on its thread launched (every kernel of a
+        graph replay); it counts when that is ``min_pattern_len`` pieces or more. A match
+        that starts inside another on the same thread is part of that one.
 
         Writes ``overlaid_<trace file name>`` into ``output_dir``: the trace with each
         event of the ``top_k`` patterns (the calls, the CPU events inside them and their
-        GPU work) carrying ``args.Patterns`` (pattern: count), to search for in Perfetto;
-        with ``compress_other_kernels``, the other complete events lose their ``args``.
-        No pattern: an empty frame, a warning, and no file.
+        GPU work) carrying ``args.Patterns`` (pattern: count), to search for in Perfetto,
+        every value copied as written; with ``compress_other_kernels``, the other
+        complete events lose their ``args``. No pattern: an empty frame, a warning, and
+        no file.
 
         Departures from HTA: outer calls are found on each thread (HTA takes only the
         matches at the smallest call depth of the whole trace, so a match on a thread
-        where it runs deeper is left out); the overlay keeps every event's name (HTA
-        replaces the others' names with its symbol ids); a bad ``operator_name``,
-        ``output_dir`` or ``rank`` raises ``ValueError`` (HTA logs an error and returns
-        an empty frame). HTA 0.5's call graph fails on the shared traces with NumPy 2."""
+        where it runs deeper is left out); GPU work is kernels, copies and memsets (HTA
+        counts any event on a stream, its synchronisations too); durations are floats;
+        the overlay keeps every event's name (HTA replaces the others' names with its
+        symbol ids); a bad ``operator_name``, ``output_dir`` or ``rank`` raises
+        ``ValueError`` (HTA logs an error and returns an empty frame). HTA 0.5's call
+        graph fails with NumPy 2."""
         if not operator_name:
             raise ValueError("operator_name must name an operator (a part of its name)")
         if not os.path.isdir(output_dir) or not os.access(output_dir, os.W_OK):
             raise ValueError(f"output_dir is not a writable directory: {output_dir}")
         _, k = self._chosen([rank])[0]
-        table = self._set.sequences(k, operator_name, min_pattern_len, max(top_k, 0))
+        top_k = max(top_k, 0)
+        table = self._set.sequences(k, operator_name, max(min_pattern_len, 0), top_k)
         gpu, cpu = "GPU kernel duration (us)", "CPU op duration (us)"
         df = frame(
             {
@@ -590,7 +595,7 @@ class TraceAnalysis:
         ):
             for position in positions:
                 marks.setdefault(position, {})[pattern] = count
-        source = self.trace_files[rank]
+        source = str(self._set.paths[k])  # the trace the positions are of
         _native.write_trace_overlay(
             source,
             os.path.join(output_dir, "overlaid_" + os.path.basename(source)),

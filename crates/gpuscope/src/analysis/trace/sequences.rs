@@ -6,10 +6,9 @@
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use super::launches::Launch;
 use super::rows::micros;
 use super::scope::Scope;
-use crate::model::trace::{Kind, Trace};
+use crate::model::trace::{Kind, Trace, NONE};
 
 /// The patterns, a row each, most frequent first (ties by pattern).
 #[derive(Debug, Default, Serialize)]
@@ -39,43 +38,40 @@ struct Calls {
 }
 
 /// The patterns of the calls of `scope` whose name contains `operator` (CPU operators,
-/// and any other CPU event: a `record_function` range, a Python function), each call
-/// taken with the GPU work launched (`launches`) from inside it on its thread;
-/// a call inside another such call on the same thread is part of the outer one. Calls
-/// that launched fewer than `min_len` pieces of work are left out. The events of the
-/// first `marked` patterns come with their positions in the file.
+/// and any other call on a CPU thread: a `record_function` range, a Python function),
+/// each call taken with the GPU work (kernels, copies, memsets) correlated with the
+/// runtime and driver calls inside it on its thread: a kernel launch's kernel, a copy's
+/// copy, every kernel of a graph replay. A match that starts inside another on the same
+/// thread is part of that one. Calls with fewer than `min_len` pieces of work are left
+/// out. The events of the first `marked` patterns come with their positions in the file.
 pub fn sequence_table(
     trace: &Trace,
     scope: &Scope,
-    launches: &[Launch],
     operator: &str,
     min_len: usize,
     marked: usize,
 ) -> SequenceTable {
     let e = &trace.events;
     let thread = |i: usize| (e.pid[i], e.tid[i]);
-    // Every CPU event (but the allocator's instants) and every launch call by thread,
-    // then start, so that what lies inside a call is one run of each; of calls starting
-    // together, the longer (the outer) first.
+    // The calls by thread, then start, so that what lies inside a call is one run of
+    // them; of calls starting together, the longer (the outer) first, on the exact clock
+    // where rounding makes them equal.
     let mut cpu: Vec<((i64, i64), i64, usize)> = scope
         .cpu
         .iter()
-        .filter(|&&i| e.kind[i] != Kind::Memory)
+        .filter(|&&i| e.kind[i].is_cpu())
         .map(|&i| (thread(i), scope.interval(trace, i).0, i))
         .collect();
     cpu.sort_unstable_by_key(|&(thread, start, i)| {
-        (
-            thread,
-            start,
-            std::cmp::Reverse(scope.interval(trace, i).1),
-            i,
-        )
+        let end = std::cmp::Reverse(scope.interval(trace, i).1);
+        (thread, start, end, e.ts[i], std::cmp::Reverse(e.end(i)), i)
     });
-    let mut calls: Vec<((i64, i64), i64, &Launch)> = launches
-        .iter()
-        .map(|l| (thread(l.call), scope.interval(trace, l.call).0, l))
-        .collect();
-    calls.sort_unstable_by_key(|&(thread, start, l)| (thread, start, l.call));
+    let mut work_of: FxHashMap<i64, Vec<usize>> = FxHashMap::default();
+    for &w in &scope.gpu {
+        if e.kind[w].is_gpu() && e.correlation[w] != NONE {
+            work_of.entry(e.correlation[w]).or_default().push(w);
+        }
+    }
 
     // Names are few and events many: each name is searched once.
     let matches: Vec<bool> = (0..trace.names.len() as u32)
@@ -83,22 +79,27 @@ pub fn sequence_table(
         .collect();
     let mut patterns: FxHashMap<Vec<u32>, Calls> = FxHashMap::default();
     let mut outer: Option<((i64, i64), i64)> = None;
-    for &(at, start, op) in &cpu {
+    for (k, &(at, start, op)) in cpu.iter().enumerate() {
         if !matches[e.name[op] as usize] {
             continue;
         }
-        let end = scope.interval(trace, op).1;
-        if outer.is_some_and(|(t, outer_end)| t == at && end <= outer_end) {
+        if outer.is_some_and(|(t, outer_end)| t == at && start < outer_end) {
             continue;
         }
+        let end = scope.interval(trace, op).1;
         outer = Some((at, end));
-        let inside = |t: (i64, i64), s: i64| (t, s) >= (at, start) && (t, s) <= (at, end);
-        let first = calls.partition_point(|&(t, s, _)| (t, s) < (at, start));
-        let mut work: Vec<(i64, usize)> = calls[first..]
+        let inside: Vec<usize> = cpu[k..]
             .iter()
-            .take_while(|&&(t, s, _)| inside(t, s))
-            .filter(|&&(_, _, l)| scope.interval(trace, l.call).1 <= end)
-            .map(|&(_, _, l)| (scope.interval(trace, l.work).0, l.work))
+            .take_while(|&&(t, s, _)| t == at && s <= end)
+            .map(|&(_, _, i)| i)
+            .filter(|&i| scope.interval(trace, i).1 <= end)
+            .collect();
+        let mut work: Vec<(i64, usize)> = inside
+            .iter()
+            .filter(|&&i| matches!(e.kind[i], Kind::Runtime | Kind::Driver))
+            .filter_map(|&i| work_of.get(&e.correlation[i]))
+            .flatten()
+            .map(|&w| (scope.interval(trace, w).0, w))
             .collect();
         if work.len() < min_len {
             continue;
@@ -114,14 +115,7 @@ pub fn sequence_table(
             .iter()
             .map(|&(_, w)| scope.duration(trace, w))
             .sum::<i64>();
-        let first = cpu.partition_point(|&(t, s, _)| (t, s) < (at, start));
-        entry.events.extend(
-            cpu[first..]
-                .iter()
-                .take_while(|&&(t, s, _)| inside(t, s))
-                .filter(|&&(_, _, i)| scope.interval(trace, i).1 <= end)
-                .map(|&(_, _, i)| i),
-        );
+        entry.events.extend(inside);
         entry.events.extend(work.iter().map(|&(_, w)| w));
     }
 

@@ -193,16 +193,15 @@ fn read_events<R: Read>(
             }
         });
         let pusher = scope.spawn(move || {
-            let mut position = 0u32;
             for batch in to_push {
                 batch.with_dependent(|_, events| {
                     for event in events {
                         match event {
                             Parsed::Skipped => {}
                             Parsed::Dropped(why) => seen.drop(why),
-                            Parsed::Usable(usable) => push(trace, seen, usable, position),
+                            Parsed::Usable(usable) => push(trace, seen, usable),
                         }
-                        position = position.saturating_add(1);
+                        seen.position = seen.position.saturating_add(1);
                     }
                 });
                 let _ = empty.send(batch.into_owner());
@@ -383,6 +382,8 @@ struct Found {
 #[derive(Default)]
 struct Seen {
     dropped: BTreeMap<String, u64>,
+    /// The next element's position, counted across every `traceEvents` array.
+    position: u32,
     /// Reused for the compact text of each event's input shapes.
     scratch: String,
 }
@@ -771,7 +772,7 @@ fn usable<'a>(raw: RawEvent<'a>, bytes: &'a [u8]) -> Parsed<'a> {
     })
 }
 
-fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>, position: u32) {
+fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>) {
     let mut event = usable.event;
     event.name = trace.names.intern(&usable.name);
     if let Some(dims) = usable.shapes.map(RawValue::get) {
@@ -802,7 +803,7 @@ fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>, position: u32) 
             .collect();
         trace.counters.push((trace.events.len(), counters));
     }
-    trace.positions.push(position);
+    trace.positions.push(seen.position);
     trace.events.push(event);
 }
 
