@@ -204,3 +204,28 @@ def test_bad_arguments_and_no_pattern(tmp_path: Path) -> None:
         df = ta.get_frequent_cuda_kernel_sequences("no such op", str(out))
     assert df.empty and len(df.columns) == 4
     assert list(out.iterdir()) == []
+
+
+def test_the_overlay_is_of_the_trace_the_patterns_are_of(tmp_path: Path) -> None:
+    """Two traces of rank 0 in one directory: the patterns are the first's, and so is
+    the trace written over, its marks where that trace's events are."""
+    d = tmp_path / "in"
+    d.mkdir()
+    names = {
+        "a.json.gz": "alexnet_single_gpu.json.gz",
+        "b.json.gz": "v100_rank0_ns_resolution.json.gz",
+    }
+    for link, name in names.items():
+        (d / link).symlink_to(shared_file(TRACES / name))
+    ta = gpuscope.TraceAnalysis(trace_dir=str(d), include_last_profiler_step=True)
+    assert ta.ranks == [0, 0]
+    source = load(shared_file(TRACES / names["a.json.gz"]))
+    expected = oracle(source, "aten::conv2d", 3)
+    out = tmp_path / "out"
+    out.mkdir()
+    df = ta.get_frequent_cuda_kernel_sequences("aten::conv2d", str(out), top_k=1)
+    assert df["pattern"].tolist() == ranked(expected)
+    assert [p.name for p in out.iterdir()] == ["overlaid_a.json.gz"]
+    overlaid = load(out / "overlaid_a.json.gz")
+    marked = {p for p, e in enumerate(overlaid) if "Patterns" in e.get("args", {})}
+    assert marked == expected[ranked(expected)[0]]["at"]
