@@ -12,7 +12,9 @@ asked: its ``Figure.show`` is made a no-op) and
 ``get_gpu_kernels_with_user_annotations(rank)`` of the lowest rank (``None`` from both
 on the traces without GPU annotations; ``v100_ns`` has 15), and
 ``get_frequent_cuda_kernel_sequences("aten::", DIR, rank=...)`` of the lowest rank (the
-patterns of every outermost ATen call, and the overlaid trace written). A question that
+patterns of every outermost ATen call, and the overlaid trace written), and
+``generate_trace_with_counters(ranks=[...])`` of the lowest rank (the trace copied with its
+queue-length and copy-bandwidth counters, beside it; removed after the question). A question that
 raises ``KeyError``, ``ValueError`` or ``TypeError``, as HTA does on traces it cannot
 answer (its call graph, which the last question needs, fails with NumPy 2), is printed
 as failed, not timed. Each side is one child process
@@ -87,6 +89,8 @@ def side(name: str, trace_dir: str) -> None:
                 more[question] = None
             else:
                 more[question] = time.perf_counter() - t
+    for written in Path(trace_dir).glob(WRITTEN_BESIDE):
+        written.unlink()
     print(
         json.dumps(
             {
@@ -111,7 +115,11 @@ MORE: dict[str, Callable[[Any, str], object]] = {
     "seq ms": lambda a, out: a.get_frequent_cuda_kernel_sequences(
         "aten::", out, rank=first_rank(a)
     ),
+    "cnt ms": lambda a, _: a.generate_trace_with_counters(ranks=[first_rank(a)]),
 }
+# What "cnt ms" writes beside the traces, removed so that the next session loads the
+# directory as it was.
+WRITTEN_BESIDE = "*_with_counters.json*"
 
 
 def first_rank(analyzer: Any) -> int:
@@ -206,6 +214,7 @@ def main() -> None:
         "get_gpu_user_annotation_breakdown of the CPU's ranges, aten ms: "
         "get_aten_op_kernels_and_delay, kann ms: get_gpu_kernels_with_user_annotations, "
         "seq ms: get_frequent_cuda_kernel_sequences('aten::'), "
+        "cnt ms: generate_trace_with_counters, "
         "each timed alone, medians, ms; RSS MB: the "
         "largest peak RSS)"
     )

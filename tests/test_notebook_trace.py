@@ -14,7 +14,9 @@ import json
 import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -433,8 +435,8 @@ def test_methods_gpuscope_does_not_answer_say_so(tmp_path: Path) -> None:
     ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, LIVE["alexnet"]))
     with pytest.raises(NotImplementedError, match="critical_path_analysis"):
         ta.critical_path_analysis(0, "ProfilerStep", 0)
-    with pytest.raises(NotImplementedError, match="generate_trace_with_counters"):
-        ta.generate_trace_with_counters()
+    with pytest.raises(NotImplementedError, match="overlay_critical_path_analysis"):
+        ta.overlay_critical_path_analysis()
 
 
 # The shared traces with GPU user annotations that HTA answers in seconds.
@@ -758,3 +760,69 @@ def test_trace_diff_needs_an_iteration(tmp_path: Path) -> None:
     d = trace_dir(tmp_path, LIVE["alexnet"])
     with pytest.raises(ValueError, match="doesn't have any iteration"):
         gpuscope.TraceDiff.compare_traces(d, d)
+
+
+def counter_tracks(events: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
+    """The counter events, each as (name, id, pid, ts, value to 4 decimals)."""
+    return Counter(
+        (e["name"], e.get("id"), e["pid"], float(e["ts"]), round(float(v), 4))
+        for e in events
+        if e.get("ph") == "C"
+        for v in e["args"].values()
+    )
+
+
+@pytest.mark.parametrize("live", ["alexnet", "event_sync", "amd", "triton"])
+def test_trace_with_counters_against_hta(tmp_path: Path, live: str) -> None:
+    """Both tools write ``<trace>_with_counters.json.gz`` beside the trace: the same
+    queue-length and copy-bandwidth counter events; ours holds the trace's own events
+    exactly as written, the counters after them."""
+    [name] = LIVE[live]
+    out = name.replace(".json", "_with_counters.json")
+    dirs = {side: Path(trace_dir(tmp_path / side, [name])) for side in ("hta", "gpuscope")}
+    hta.TraceAnalysis(trace_dir=str(dirs["hta"])).generate_trace_with_counters()
+    gpuscope.TraceAnalysis(trace_dir=str(dirs["gpuscope"])).generate_trace_with_counters()
+    theirs = json.loads(gzip.decompress((dirs["hta"] / out).read_bytes()))["traceEvents"]
+    ours = json.loads(gzip.decompress((dirs["gpuscope"] / out).read_bytes()), parse_float=Decimal)[
+        "traceEvents"
+    ]
+    assert counter_tracks(ours) == counter_tracks(theirs)
+    assert sum(counter_tracks(ours).values()) > 0
+    source = json.loads(
+        gzip.decompress((dirs["gpuscope"] / name).read_bytes()), parse_float=Decimal
+    )["traceEvents"]
+    assert ours[: len(source)] == source
+    assert all(e["ph"] == "C" for e in ours[len(source) :])
+
+
+def test_trace_with_counters_choices_and_names(tmp_path: Path) -> None:
+    """``time_series`` chooses the tracks (gpuscope's flag or HTA's); a ``.json`` trace
+    gets a ``.json`` copy; a trace without GPU work gets no file, and a warning; a
+    ``time_series`` that is not a flag is an error."""
+    from gpuscope import TimeSeriesTypes
+
+    source = shared_file(TRACES / LIVE["alexnet"][0])
+    d = tmp_path / "plain"
+    d.mkdir()
+    (d / "rank0.json").write_bytes(gzip.decompress(source.read_bytes()))
+    ta = gpuscope.TraceAnalysis(trace_dir=str(d))
+    ta.generate_trace_with_counters(TimeSeriesTypes.QUEUE_LENGTH, output_suffix="_q")
+    queue = json.loads((d / "rank0_q.json").read_text())["traceEvents"]
+    assert {name for name, *_ in counter_tracks(queue)} == {"Queue Length"}
+    ta.generate_trace_with_counters(hta.TimeSeriesTypes.MEMCPY_BANDWIDTH, output_suffix="_bw")
+    copies = json.loads((d / "rank0_bw.json").read_text())["traceEvents"]
+    assert {name for name, *_ in counter_tracks(copies)} <= {
+        "Memcpy HtoD",
+        "Memcpy DtoH",
+        "Memcpy DtoD",
+        "Memset",
+    }
+    assert counter_tracks(copies)
+    with pytest.raises(TypeError, match="TimeSeriesTypes flag"):
+        ta.generate_trace_with_counters("queue")  # type: ignore[arg-type]
+    cpu = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path / "cpu", ["cpu_only_rank34.json.gz"]))
+    with pytest.warns(UserWarning, match="rank 34: no queue or copy"):
+        cpu.generate_trace_with_counters(ranks=[34])
+    assert sorted(p.name for p in (tmp_path / "cpu" / "traces").iterdir()) == [
+        "cpu_only_rank34.json.gz"
+    ]

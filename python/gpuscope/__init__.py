@@ -32,7 +32,14 @@ if TYPE_CHECKING:
     from gpuscope.health.nonfinite import NonfiniteError, NonfiniteFinding, find_nonfinite
     from gpuscope.memory import MemoryProfiler, Schedule
     from gpuscope.memory.snapshots import oom_guard
-    from gpuscope.notebook import DeviceType, Run, Snapshot, TraceAnalysis, TraceDiff
+    from gpuscope.notebook import (
+        DeviceType,
+        Run,
+        Snapshot,
+        TimeSeriesTypes,
+        TraceAnalysis,
+        TraceDiff,
+    )
 
 # Names whose modules need torch (or pandas), imported on first access (PEP 562).
 _LAZY = {
@@ -48,6 +55,7 @@ _LAZY = {
     "Snapshot": "gpuscope.notebook",
     "TraceDiff": "gpuscope.notebook",
     "DeviceType": "gpuscope.notebook",
+    "TimeSeriesTypes": "gpuscope.notebook",
 }
 
 
@@ -77,6 +85,7 @@ __all__ = [
     "Schedule",
     "Snapshot",
     "TagSeries",
+    "TimeSeriesTypes",
     "TraceAnalysis",
     "TraceDiff",
     "WriterError",

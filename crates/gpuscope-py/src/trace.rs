@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use gpuscope::analysis::trace::classify::KernelType;
+use gpuscope::analysis::trace::counter_tracks::{counter_events, Tracks};
 use gpuscope::analysis::trace::kernels::type_breakdown_of;
 use gpuscope::analysis::trace::launches::launches;
 use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;
@@ -21,7 +22,7 @@ use gpuscope::analysis::trace::sequences::sequence_table;
 use gpuscope::analysis::trace::steps::{Category, RuntimePart};
 use gpuscope::analysis::trace::summary::{self, RankSummary};
 use gpuscope::analysis::trace::temporal::temporal;
-use gpuscope::formats::trace::overlay::{write_overlay, Marks};
+use gpuscope::formats::trace::overlay::{write_overlay, Overlay};
 use gpuscope::render::trace as render;
 use gpuscope::{
     analyze_traces, load_traces, write_file, Clock, Format, Render, TraceAnalysis, TraceFile,
@@ -290,6 +291,23 @@ impl TraceSet {
         })
     }
 
+    /// Trace `k`'s queue lengths and copy bandwidth as counter events (JSON texts).
+    fn counter_events(
+        &self,
+        py: Python<'_>,
+        k: usize,
+        queue_length: bool,
+        copy_bandwidth: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let tracks = Tracks {
+            queue_length,
+            copy_bandwidth,
+        };
+        self.one(py, k, |t, s| {
+            counter_events(&t.trace, s, &launches(&t.trace, s), tracks)
+        })
+    }
+
     /// Every profiler step of trace `k`, the last included.
     fn all_steps(&self, py: Python<'_>, k: usize) -> PyResult<Py<PyAny>> {
         self.one(py, k, |t, _| {
@@ -400,8 +418,10 @@ fn merge_rank_summaries(py: Python<'_>, summaries: Vec<Bound<'_, PyAny>>) -> PyR
 /// Writes a copy of the trace at `source` to `target` (gzipped for a `.gz` name) where
 /// the event at each position of `marks` (in `traceEvents`) has `args[member]` set to the
 /// JSON text given for it; with `drop_other_args`, the other complete events lose their
-/// `args`. Values are copied as written (Python's `json` would round long times).
+/// `args`; the events of `append` (JSON texts) are added at the end of `traceEvents`.
+/// Values are copied as written (Python's `json` would round long times).
 #[pyfunction]
+#[pyo3(signature = (source, target, member, marks, drop_other_args, append=Vec::new()))]
 fn write_trace_overlay(
     py: Python<'_>,
     source: PathBuf,
@@ -409,20 +429,28 @@ fn write_trace_overlay(
     member: &str,
     marks: HashMap<u32, String>,
     drop_other_args: bool,
+    append: Vec<String>,
 ) -> PyResult<()> {
+    let not_json = |e: serde_json::Error| PyValueError::new_err(format!("not JSON: {e}"));
     let values: Vec<(u32, Box<RawValue>)> = marks
         .into_iter()
         .map(|(position, json)| RawValue::from_string(json).map(|v| (position, v)))
         .collect::<Result<_, _>>()
-        .map_err(|e| PyValueError::new_err(format!("a mark is not JSON: {e}")))?;
-    let marks = Marks {
+        .map_err(not_json)?;
+    let append: Vec<Box<RawValue>> = append
+        .into_iter()
+        .map(RawValue::from_string)
+        .collect::<Result<_, _>>()
+        .map_err(not_json)?;
+    let overlay = Overlay {
         args: values
             .iter()
             .map(|(position, value)| (*position, (member, &**value)))
             .collect(),
         drop_other_args,
+        append: &append,
     };
-    py.detach(|| write_overlay(&source, &target, &marks))
+    py.detach(|| write_overlay(&source, &target, &overlay))
         .py_err()
 }
 

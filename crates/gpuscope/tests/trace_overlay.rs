@@ -2,12 +2,13 @@
 //! an object, replaced when already there), the other complete events lose their `args`
 //! only when asked, every value keeps the text it was written with (times of 19 digits
 //! included), the members around `traceEvents` are kept, a `.gz` target is gzip,
-//! positions run on across a second `traceEvents`, and a source cut short is an error
-//! that leaves no file behind.
+//! positions run on across a second `traceEvents`, added events go after the first
+//! array's last (or alone in it), and a source cut short is an error that leaves no file
+//! behind.
 
 use std::io::Read;
 
-use gpuscope::formats::trace::overlay::{write_overlay, Marks};
+use gpuscope::formats::trace::overlay::{write_overlay, Overlay};
 use serde_json::value::RawValue;
 
 const TRACE: &str = r#"{"schemaVersion": 1, "traceEvents": [
@@ -24,15 +25,16 @@ fn overlay(target_name: &str, drop_other_args: bool) -> String {
     let source = dir.path().join("rank0.json");
     std::fs::write(&source, TRACE).unwrap();
     let patterns: Box<RawValue> = RawValue::from_string(r#"{"a|k": 2}"#.into()).unwrap();
-    let marks = Marks {
+    let overlay = Overlay {
         args: [0u32, 1, 2]
             .into_iter()
             .map(|p| (p, ("Patterns", &*patterns)))
             .collect(),
         drop_other_args,
+        ..Overlay::default()
     };
     let target = dir.path().join(target_name);
-    write_overlay(&source, &target, &marks).unwrap();
+    write_overlay(&source, &target, &overlay).unwrap();
     let bytes = std::fs::read(&target).unwrap();
     if target_name.ends_with(".gz") {
         let mut text = String::new();
@@ -83,12 +85,13 @@ fn positions_run_on_across_a_second_event_array() {
     )
     .unwrap();
     let mark: Box<RawValue> = RawValue::from_string("1".into()).unwrap();
-    let marks = Marks {
+    let overlay = Overlay {
         args: [(1u32, ("Patterns", &*mark))].into_iter().collect(),
         drop_other_args: false,
+        ..Overlay::default()
     };
     let target = dir.path().join("out.json");
-    write_overlay(&source, &target, &marks).unwrap();
+    write_overlay(&source, &target, &overlay).unwrap();
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
         r#"{"traceEvents":[{"ph": "X", "name": "a"}],"traceEvents":[{"ph":"X","name":"b","args":{"Patterns":1}}]}"#
@@ -100,13 +103,39 @@ fn a_source_cut_short_is_an_error_and_leaves_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("rank0.json");
     std::fs::write(&source, &TRACE[..TRACE.len() / 2]).unwrap();
-    let marks = Marks {
+    let overlay = Overlay {
         args: Default::default(),
         drop_other_args: true,
+        ..Overlay::default()
     };
     let target = dir.path().join("overlaid_rank0.json");
-    let err = write_overlay(&source, &target, &marks).unwrap_err();
+    let err = write_overlay(&source, &target, &overlay).unwrap_err();
     assert!(err.to_string().contains("truncated"), "{err}");
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(left.len(), 1, "only the source is left");
+}
+
+#[test]
+fn added_events_go_after_the_first_array_s_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter: Box<RawValue> = RawValue::from_string(r#"{"ph":"C"}"#.into()).unwrap();
+    let append = [counter];
+    for (events, copied) in [
+        (r#"[{"ph": "X"}]"#, r#"[{"ph": "X"},{"ph":"C"}]"#),
+        ("[ ]", r#"[{"ph":"C"}]"#),
+    ] {
+        let source = dir.path().join("rank0.json");
+        let text = format!(r#"{{"traceEvents": {events}, "traceEvents": [1]}}"#);
+        std::fs::write(&source, text).unwrap();
+        let overlay = Overlay {
+            append: &append,
+            ..Overlay::default()
+        };
+        let target = dir.path().join("out.json");
+        write_overlay(&source, &target, &overlay).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            format!(r#"{{"traceEvents":{copied},"traceEvents":[1]}}"#)
+        );
+    }
 }

@@ -4,7 +4,7 @@ and of allocator snapshots (``gpuscope.Snapshot``). pandas is imported on first 
 
 from gpuscope.notebook.run import Run
 from gpuscope.notebook.snapshot import Snapshot
-from gpuscope.notebook.trace_analysis import TraceAnalysis
+from gpuscope.notebook.trace_analysis import TimeSeriesTypes, TraceAnalysis
 from gpuscope.notebook.trace_diff import DeviceType, TraceDiff
 
-__all__ = ["DeviceType", "Run", "Snapshot", "TraceAnalysis", "TraceDiff"]
+__all__ = ["DeviceType", "Run", "Snapshot", "TimeSeriesTypes", "TraceAnalysis", "TraceDiff"]

@@ -16,6 +16,7 @@ takes the exact clock.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import re
@@ -30,7 +31,7 @@ from gpuscope.notebook._pandas import frame, pandas, show
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["TraceAnalysis"]
+__all__ = ["TimeSeriesTypes", "TraceAnalysis"]
 
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
 DESCRIBE = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
@@ -38,6 +39,14 @@ DESCRIBE = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
 
 def _not_answered(method: str, instead: str = "") -> NoReturn:
     raise NotImplementedError(f"gpuscope.TraceAnalysis does not answer {method}(){instead}")
+
+
+class TimeSeriesTypes(enum.Flag):
+    """The counter tracks ``TraceAnalysis.generate_trace_with_counters`` adds (HTA's
+    ``TimeSeriesTypes``; HTA's own flag is taken too, by its members' names)."""
+
+    QUEUE_LENGTH = enum.auto()
+    MEMCPY_BANDWIDTH = enum.auto()
 
 
 class TraceAnalysis:
@@ -612,6 +621,41 @@ class TraceAnalysis:
             )
         return df
 
+    def generate_trace_with_counters(
+        self,
+        time_series: enum.Flag | None = None,
+        ranks: list[int] | None = None,
+        output_suffix: str = "_with_counters",
+    ) -> None:
+        """Writes, beside each trace of ``ranks`` (default: rank 0), a copy with counter
+        tracks added at the end of its events: each stream's queue length (``Queue
+        Length``, ``id`` the stream) and each kind of copy's bandwidth in GB/s (``Memcpy
+        BW``, named ``Memcpy HtoD``, ``Memset``, ...), the series of
+        ``get_queue_length_time_series`` and ``get_memory_bw_time_series`` on the
+        trace's own clock. ``time_series`` chooses (default: both). The copy's name is the
+        trace's with ``output_suffix`` before its ``.json`` (``rank0_with_counters.json.gz``).
+        A rank with neither series gets no file, and a warning.
+
+        Unlike HTA, every value of the trace is copied as written (HTA reads them into
+        Python floats, which round nanosecond times), a copy is gzipped only when its name
+        ends in ``.gz`` (HTA gzips ``.json`` too), and a trace whose name has no
+        ``.json`` gets the suffix at its end (HTA writes over the trace)."""
+        wanted = _series_names(time_series)
+        for rank, k in self._chosen(ranks):
+            events = self._set.counter_events(
+                k, "QUEUE_LENGTH" in wanted, "MEMCPY_BANDWIDTH" in wanted
+            )
+            if not events:
+                warnings.warn(
+                    f"rank {rank}: no queue or copy to make counters of; no file written",
+                    stacklevel=2,
+                )
+                continue
+            source = str(self._set.paths[k])
+            _native.write_trace_overlay(
+                source, _suffixed(source, output_suffix or "_with_counters"), "", {}, False, events
+            )
+
     def get_potential_stragglers(
         self,
         profiler_steps: list[int] | None = None,
@@ -809,8 +853,28 @@ class TraceAnalysis:
     def overlay_critical_path_analysis(self, *args: Any, **kwargs: Any) -> NoReturn:
         _not_answered("overlay_critical_path_analysis")
 
-    def generate_trace_with_counters(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _not_answered("generate_trace_with_counters")
+
+def _series_names(time_series: enum.Flag | None) -> set[str]:
+    """The names of the members set in ``time_series`` (all of ``TimeSeriesTypes`` for
+    ``None``); a flag of HTA's own class is read by its members' names."""
+    if time_series is None:
+        return {m.name for m in TimeSeriesTypes if m.name}
+    if not isinstance(time_series, enum.Flag):
+        raise TypeError(f"time_series must be a TimeSeriesTypes flag, not {time_series!r}")
+    names = {m.name for m in type(time_series) if m in time_series and m.name}
+    known = {m.name for m in TimeSeriesTypes if m.name}
+    if not names or not names <= known:
+        raise ValueError(f"time_series must be made of {sorted(known)}, not {time_series!r}")
+    return names
+
+
+def _suffixed(path: str, suffix: str) -> str:
+    """``path`` with ``suffix`` before the first ``.json`` of its file name, or at its
+    end when the name has none."""
+    head, name = os.path.split(path)
+    if ".json" in name:
+        return os.path.join(head, name.replace(".json", suffix + ".json", 1))
+    return path + suffix
 
 
 # column -> key of the engine's temporal breakdown ("" for the rank)

@@ -189,10 +189,22 @@ fn copy_kind(kind: Kind, name: &str) -> String {
     }
 }
 
+/// A change of one kind of copy's bandwidth.
+pub struct BandwidthChange {
+    /// When, ns on `scope`'s clock.
+    pub at: i64,
+    /// The copy or memset that starts or ends then.
+    pub event: usize,
+    /// Its kind (`Memcpy HtoD`, `Memset`, ...).
+    pub kind: String,
+    /// The bandwidth of that kind's copies running after this change, GB/s.
+    pub gbps: f64,
+}
+
 /// The bandwidth of every kind of copy, in time order (a start before an end at the same
 /// instant). A piece's bandwidth is Kineto's `memory bandwidth (GB/s)` (from the exact
 /// duration), else its bytes over its duration; 0 without bytes or duration.
-pub fn bandwidth_table(trace: &Trace, scope: &Scope, origin: i64) -> BandwidthTable {
+pub fn bandwidth_changes(trace: &Trace, scope: &Scope) -> Vec<BandwidthChange> {
     let e = &trace.events;
     let mut points: Vec<(i64, bool, usize, String, f64)> = Vec::new();
     for &i in &scope.gpu {
@@ -214,14 +226,29 @@ pub fn bandwidth_table(trace: &Trace, scope: &Scope, origin: i64) -> BandwidthTa
     }
     points.sort_by_key(|p| (p.0, p.1, p.2));
     let mut running: BTreeMap<String, f64> = BTreeMap::new();
+    points
+        .into_iter()
+        .map(|(at, _, event, kind, delta)| {
+            let level = running.entry(kind.clone()).or_default();
+            *level += delta;
+            BandwidthChange {
+                at,
+                event,
+                kind,
+                gbps: *level,
+            }
+        })
+        .collect()
+}
+
+/// [`bandwidth_changes`] as columns, times in µs from `origin` (ns).
+pub fn bandwidth_table(trace: &Trace, scope: &Scope, origin: i64) -> BandwidthTable {
     let mut out = BandwidthTable::default();
-    for (t, _, i, kind, delta) in points {
-        let level = running.entry(kind.clone()).or_default();
-        *level += delta;
-        out.ts.push(micros(t - origin));
-        out.pid.push(e.pid[i]);
-        out.name.push(kind);
-        out.memory_bw_gbps.push(*level);
+    for c in bandwidth_changes(trace, scope) {
+        out.ts.push(micros(c.at - origin));
+        out.pid.push(trace.events.pid[c.event]);
+        out.name.push(c.kind);
+        out.memory_bw_gbps.push(c.gbps);
     }
     out
 }

@@ -1,7 +1,8 @@
-//! A copy of a trace file with some of its events marked: each marked event gets an
-//! `args` member of gpuscope's (the patterns of `TraceAnalysis`'
-//! `get_frequent_cuda_kernel_sequences`, searchable in Perfetto), and, on request, the
-//! other complete events lose their `args` (a smaller file).
+//! A copy of a trace file with some of its events marked and events added: each marked
+//! event gets an `args` member of gpuscope's (the patterns of `TraceAnalysis`'
+//! `get_frequent_cuda_kernel_sequences`, searchable in Perfetto), on request the other
+//! complete events lose their `args` (a smaller file), and new events (counter tracks)
+//! go at the end of `traceEvents`.
 //!
 //! Every value is copied as the bytes it was written as, so nothing is lost: Python's
 //! `json` would read a microsecond time of 19 digits (`1712195495519689.047`, a
@@ -25,18 +26,21 @@ use super::split::{SplitError, Splitter};
 use crate::error::{Error, Result};
 
 /// What to change in the copy.
-pub struct Marks<'a> {
+#[derive(Default)]
+pub struct Overlay<'a> {
     /// By position in `traceEvents`: the member to put into that event's `args`, its
     /// name and its value as JSON.
     pub args: FxHashMap<u32, (&'a str, &'a RawValue)>,
     /// Whether the other complete (`"ph": "X"`) events lose their `args`.
     pub drop_other_args: bool,
+    /// Events to add after the last of the (first) `traceEvents` array.
+    pub append: &'a [Box<RawValue>],
 }
 
-/// Copies the trace at `source` (gzip or not) to `target` with `marks` applied; gzipped
+/// Copies the trace at `source` (gzip or not) to `target` with `overlay` applied; gzipped
 /// when `target`'s name ends in `.gz`. Written beside `target` and renamed into place
 /// when whole, so that a failed copy leaves no part of a file there.
-pub fn write_overlay(source: &Path, target: &Path, marks: &Marks<'_>) -> Result<()> {
+pub fn write_overlay(source: &Path, target: &Path, overlay: &Overlay<'_>) -> Result<()> {
     let file = File::open(source).map_err(|e| Error::io(source, e))?;
     let mut splitter = Splitter::new(text_of(source, file)?);
     let mut partial = target.as_os_str().to_owned();
@@ -48,13 +52,13 @@ pub fn write_overlay(source: &Path, target: &Path, marks: &Marks<'_>) -> Result<
         // the encoder would take on its own (about six times slower on the largest shared trace).
         let level = flate2::Compression::default();
         let mut gz = BufWriter::new(flate2::write::GzEncoder::new(out, level));
-        copy_document(&mut splitter, &mut gz, marks).and_then(|()| {
+        copy_document(&mut splitter, &mut gz, overlay).and_then(|()| {
             let gz = gz.into_inner().map_err(|e| e.into_error())?;
             Ok(gz.finish()?.into_inner().map_err(|e| e.into_error())?)
         })
     } else {
         let mut out = out;
-        copy_document(&mut splitter, &mut out, marks)
+        copy_document(&mut splitter, &mut out, overlay)
             .and_then(|()| Ok(out.into_inner().map_err(|e| e.into_error())?))
     };
     let renamed = written.and_then(|file| {
@@ -92,7 +96,7 @@ impl From<io::Error> for Failure {
 fn copy_document<R: io::Read>(
     s: &mut Splitter<R>,
     out: &mut dyn Write,
-    marks: &Marks<'_>,
+    overlay: &Overlay<'_>,
 ) -> std::result::Result<(), Failure> {
     s.skip_bom()?;
     s.expect(b'{')?;
@@ -100,13 +104,14 @@ fn copy_document<R: io::Read>(
     let mut raw = Vec::new();
     // Counted across every `traceEvents` array, as the reader counts them.
     let mut position = 0u32;
+    let mut to_append = overlay.append;
     if s.peek()? != Some(b'}') {
         loop {
             let key = s.key()?;
             serde_json::to_writer(&mut *out, &key).map_err(io::Error::from)?;
             out.write_all(b":")?;
             if key == "traceEvents" && s.peek()? == Some(b'[') {
-                copy_events(s, out, marks, &mut position)?;
+                copy_events(s, out, overlay, &mut position, &mut to_append)?;
             } else {
                 raw.clear();
                 s.value(&mut raw)?;
@@ -127,30 +132,34 @@ fn copy_document<R: io::Read>(
 fn copy_events<R: io::Read>(
     s: &mut Splitter<R>,
     out: &mut dyn Write,
-    marks: &Marks<'_>,
+    overlay: &Overlay<'_>,
     position: &mut u32,
+    to_append: &mut &[Box<RawValue>],
 ) -> std::result::Result<(), Failure> {
     s.expect(b'[')?;
     out.write_all(b"[")?;
-    if s.peek()? == Some(b']') {
-        s.expect(b']')?;
-        out.write_all(b"]")?;
-        return Ok(());
-    }
     let mut raw = Vec::new();
-    loop {
+    let mut first = true;
+    while s.peek()? != Some(b']') {
+        if !first {
+            s.expect(b',')?;
+            out.write_all(b",")?;
+        }
+        first = false;
         raw.clear();
         s.value(&mut raw)?;
-        let mark = marks.args.get(position).copied();
-        match (mark, marks.drop_other_args) {
+        let mark = overlay.args.get(position).copied();
+        match (mark, overlay.drop_other_args) {
             (None, false) => out.write_all(&raw)?,
             (mark, _) => copy_event(&raw, mark, out)?,
         }
         *position = position.saturating_add(1);
-        if !s.next_or_close(b']')? {
-            break;
-        }
-        out.write_all(b",")?;
+    }
+    s.expect(b']')?;
+    for event in std::mem::take(to_append) {
+        out.write_all(if first { b"" } else { b"," })?;
+        first = false;
+        out.write_all(event.get().as_bytes())?;
     }
     out.write_all(b"]")?;
     Ok(())
