@@ -14,7 +14,7 @@ on the traces without GPU annotations; ``v100_ns`` has 15), and
 ``get_frequent_cuda_kernel_sequences("aten::", DIR, rank=...)`` of the lowest rank (the
 patterns of every outermost ATen call, and the overlaid trace written), and
 ``generate_trace_with_counters(ranks=[...])`` of the lowest rank (the trace copied with its
-queue-length and copy-bandwidth counters, beside it; removed after the question). A question that
+queue-length and copy-bandwidth counters, beside it; removed after each question). A question that
 raises ``KeyError``, ``ValueError`` or ``TypeError``, as HTA does on traces it cannot
 answer (its call graph, which the last question needs, fails with NumPy 2), is printed
 as failed, not timed. Each side is one child process
@@ -89,8 +89,9 @@ def side(name: str, trace_dir: str) -> None:
                 more[question] = None
             else:
                 more[question] = time.perf_counter() - t
-    for written in Path(trace_dir).glob(WRITTEN_BESIDE):
-        written.unlink()
+            finally:
+                for written in Path(trace_dir).glob(WRITTEN_BESIDE):
+                    written.unlink()
     print(
         json.dumps(
             {

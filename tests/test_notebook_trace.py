@@ -24,6 +24,7 @@ from unittest.mock import patch
 import gpuscope
 import pytest
 from _helpers import SHARED_DATA, rank_job, shared_file
+from gpuscope import TimeSeriesTypes
 
 pd = pytest.importorskip("pandas")
 hta = pytest.importorskip("hta.trace_analysis")
@@ -763,12 +764,12 @@ def test_trace_diff_needs_an_iteration(tmp_path: Path) -> None:
 
 
 def counter_tracks(events: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
-    """The counter events, each as (name, id, pid, ts, value to 4 decimals)."""
+    """The counter events, each as (name, id, pid, ts, counter, value to 4 decimals)."""
     return Counter(
-        (e["name"], e.get("id"), e["pid"], float(e["ts"]), round(float(v), 4))
+        (e["name"], e.get("id"), e["pid"], float(e["ts"]), k, round(float(v), 4))
         for e in events
         if e.get("ph") == "C"
-        for v in e["args"].values()
+        for k, v in e["args"].items()
     )
 
 
@@ -799,8 +800,6 @@ def test_trace_with_counters_choices_and_names(tmp_path: Path) -> None:
     """``time_series`` chooses the tracks (gpuscope's flag or HTA's); a ``.json`` trace
     gets a ``.json`` copy; a trace without GPU work gets no file, and a warning; a
     ``time_series`` that is not a flag is an error."""
-    from gpuscope import TimeSeriesTypes
-
     source = shared_file(TRACES / LIVE["alexnet"][0])
     d = tmp_path / "plain"
     d.mkdir()
@@ -826,3 +825,20 @@ def test_trace_with_counters_choices_and_names(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "cpu" / "traces").iterdir()) == [
         "cpu_only_rank34.json.gz"
     ]
+
+
+def test_counters_on_the_exact_clock_keep_nanoseconds(tmp_path: Path) -> None:
+    """Without HTA's rounding, on a trace of nanosecond times, each queue change is at
+    the exact start of a launch call or of its kernel, to the nanosecond."""
+    name = "v100_rank0_ns_resolution.json.gz"
+    d = Path(trace_dir(tmp_path, [name]))
+    gpuscope.TraceAnalysis(trace_dir=str(d), hta_compat=False).generate_trace_with_counters(
+        TimeSeriesTypes.QUEUE_LENGTH
+    )
+    source = json.loads(gzip.decompress((d / name).read_bytes()), parse_float=Decimal)
+    out = d / name.replace(".json", "_with_counters.json")
+    ours = json.loads(gzip.decompress(out.read_bytes()), parse_float=Decimal)["traceEvents"]
+    starts = {e["ts"] for e in source["traceEvents"] if e.get("ph") == "X"}
+    counters = [e for e in ours if e.get("ph") == "C"]
+    assert counters and all(e["ts"] in starts for e in counters)
+    assert any(e["ts"] % 1 != 0 for e in counters)

@@ -627,14 +627,16 @@ class TraceAnalysis:
         ranks: list[int] | None = None,
         output_suffix: str = "_with_counters",
     ) -> None:
-        """Writes, beside each trace of ``ranks`` (default: rank 0), a copy with counter
-        tracks added at the end of its events: each stream's queue length (``Queue
-        Length``, ``id`` the stream) and each kind of copy's bandwidth in GB/s (``Memcpy
-        BW``, named ``Memcpy HtoD``, ``Memset``, ...), the series of
-        ``get_queue_length_time_series`` and ``get_memory_bw_time_series`` on the
-        trace's own clock. ``time_series`` chooses (default: both). The copy's name is the
-        trace's with ``output_suffix`` before its ``.json`` (``rank0_with_counters.json.gz``).
-        A rank with neither series gets no file, and a warning.
+        """Writes, beside each trace of ``ranks`` (default: rank 0, or the lowest rank),
+        a copy with counter tracks added at the end of its events: each stream's queue
+        length (``Queue Length``, ``id`` the stream) and each kind of copy's bandwidth in
+        GB/s (``Memcpy BW``, named ``Memcpy HtoD``, ``Memset``, ...), the series of
+        ``get_queue_length_time_series`` and ``get_memory_bw_time_series``, at the times
+        of this analysis' clock (whole µs with ``hta_compat``, as HTA's). ``time_series``
+        chooses (default: both). The copy's name is the trace's with ``output_suffix``
+        before its ``.json`` (``rank0_with_counters.json.gz``); it is a trace of the same
+        rank, so a later ``TraceAnalysis`` of the directory reads it as a second trace
+        of that rank. A rank with neither series gets no file, and a warning.
 
         Unlike HTA, every value of the trace is copied as written (HTA reads them into
         Python floats, which round nanosecond times), a copy is gzipped only when its name

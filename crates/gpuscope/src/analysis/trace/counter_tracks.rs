@@ -9,7 +9,7 @@ use super::launches::Launch;
 use super::queue::changes;
 use super::rows::bandwidth_changes;
 use super::scope::Scope;
-use crate::model::trace::Trace;
+use crate::model::trace::{Trace, NONE};
 
 /// The counters to make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,9 +21,10 @@ pub struct Tracks {
 }
 
 /// The counter events of `tracks`, each as the JSON text of one event, in time order
-/// per track. Times are written in µs to the nanosecond, on the trace's own clock as its
-/// events are (never through a float, which holds a 16-digit microsecond time to a
-/// quarter of a microsecond).
+/// per track. Times are on `scope`'s clock (whole µs on HTA's), written in µs to the
+/// nanosecond as the trace's events are (never through a float, which holds a 16-digit
+/// microsecond time to a quarter of a microsecond). Work without a numeric process or
+/// stream has no track to go on and is left out.
 pub fn counter_events(
     trace: &Trace,
     scope: &Scope,
@@ -37,6 +38,9 @@ pub fn counter_events(
             let mut length = 0i64;
             for c in list {
                 length += c.delta;
+                if stream == NONE || e.pid[c.work] == NONE {
+                    continue;
+                }
                 let head = head("Queue Length", e.pid[c.work], c.at);
                 out.push(format!(
                     r#"{head},"id":{stream},"args":{{"Queue Length":{length}}}}}"#
@@ -46,6 +50,9 @@ pub fn counter_events(
     }
     if tracks.copy_bandwidth {
         for c in bandwidth_changes(trace, scope) {
+            if e.pid[c.event] == NONE {
+                continue;
+            }
             let head = head(&c.kind, e.pid[c.event], c.at);
             // A level that sums to a hair off zero is none; JSON has no infinity.
             let gbps = if c.gbps.abs() < 1e-9 { 0.0 } else { c.gbps };
