@@ -219,6 +219,7 @@ def test_the_overlay_is_of_the_trace_the_patterns_are_of(tmp_path: Path) -> None
         (d / link).symlink_to(shared_file(TRACES / name))
     ta = gpuscope.TraceAnalysis(trace_dir=str(d), include_last_profiler_step=True)
     assert ta.ranks == [0, 0]
+    assert ta.trace_files == {0: str(d / "a.json.gz")}
     source = load(shared_file(TRACES / names["a.json.gz"]))
     expected = oracle(source, "aten::conv2d", 3)
     out = tmp_path / "out"

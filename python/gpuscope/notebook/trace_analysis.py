@@ -77,9 +77,10 @@ class TraceAnalysis:
         )
         self.ranks: list[int] = list(self._set.ranks)
         self._doc: dict[str, Any] | None = None
-        self.trace_files: dict[int, str] = {
-            r: str(p) for r, p in zip(self.ranks, self._set.paths, strict=True)
-        }
+        # Of several traces of one rank, the first: the one a rank's questions answer.
+        self.trace_files: dict[int, str] = {}
+        for r, p in zip(self.ranks, self._set.paths, strict=True):
+            self.trace_files.setdefault(r, str(p))
 
     # -- helpers ------------------------------------------------------------------------
 
