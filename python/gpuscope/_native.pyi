@@ -206,13 +206,11 @@ def write_trace_overlay(
     member: str,
     marks: dict[int, str],
     drop_other_args: bool,
-    append: list[str] = ...,
 ) -> None:
     """Copies the trace ``source`` to ``target`` (gzipped for a ``.gz`` name), setting
     ``args[member]`` of the event at each position of ``marks`` to the JSON given for it;
-    with ``drop_other_args``, the other complete events lose their ``args``; the events
-    of ``append`` (JSON texts) go at the end of ``traceEvents``. Values are copied as
-    written."""
+    with ``drop_other_args``, the other complete events lose their ``args``. Values are
+    copied as written."""
 
 @final
 class TraceSet:
@@ -246,7 +244,9 @@ class TraceSet:
     def sequences(
         self, k: int, operator: str, min_len: int, marked: int
     ) -> dict[str, list[Any]]: ...
-    def counter_events(self, k: int, queue_length: bool, copy_bandwidth: bool) -> list[str]: ...
+    def write_counters(
+        self, k: int, target: str, queue_length: bool, copy_bandwidth: bool
+    ) -> int: ...
     def all_steps(self, k: int) -> list[int]: ...
     def ops(self, k: int, iterations: Sequence[int], device: str) -> dict[str, list[Any]]: ...
     def start_span(self, k: int) -> float: ...

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use gpuscope::analysis::trace::classify::KernelType;
-use gpuscope::analysis::trace::counter_tracks::{counter_events, Tracks};
+use gpuscope::analysis::trace::counter_tracks::{counter_samples, Tracks};
 use gpuscope::analysis::trace::kernels::type_breakdown_of;
 use gpuscope::analysis::trace::launches::launches;
 use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;
@@ -291,21 +291,33 @@ impl TraceSet {
         })
     }
 
-    /// Trace `k`'s queue lengths and copy bandwidth as counter events (JSON texts).
-    fn counter_events(
+    /// Writes a copy of trace `k` to `target` with its queue lengths and copy bandwidth
+    /// as counter tracks; the number of samples, and no file when there are none.
+    fn write_counters(
         &self,
         py: Python<'_>,
         k: usize,
+        target: PathBuf,
         queue_length: bool,
         copy_bandwidth: bool,
-    ) -> PyResult<Py<PyAny>> {
+    ) -> PyResult<usize> {
+        let (t, s) = self.at(k)?;
         let tracks = Tracks {
             queue_length,
             copy_bandwidth,
         };
-        self.one(py, k, |t, s| {
-            counter_events(&t.trace, s, &launches(&t.trace, s), tracks)
+        py.detach(|| {
+            let samples = counter_samples(&t.trace, s, &launches(&t.trace, s), tracks);
+            if samples.is_empty() {
+                return Ok(0);
+            }
+            let overlay = Overlay {
+                append: &samples,
+                ..Overlay::default()
+            };
+            write_overlay(&t.path, &target, &overlay).map(|()| samples.len())
         })
+        .py_err()
     }
 
     /// Every profiler step of trace `k`, the last included.
@@ -418,10 +430,8 @@ fn merge_rank_summaries(py: Python<'_>, summaries: Vec<Bound<'_, PyAny>>) -> PyR
 /// Writes a copy of the trace at `source` to `target` (gzipped for a `.gz` name) where
 /// the event at each position of `marks` (in `traceEvents`) has `args[member]` set to the
 /// JSON text given for it; with `drop_other_args`, the other complete events lose their
-/// `args`; the events of `append` (JSON texts) are added at the end of `traceEvents`.
-/// Values are copied as written (Python's `json` would round long times).
+/// `args`. Values are copied as written (Python's `json` would round long times).
 #[pyfunction]
-#[pyo3(signature = (source, target, member, marks, drop_other_args, append=Vec::new()))]
 fn write_trace_overlay(
     py: Python<'_>,
     source: PathBuf,
@@ -429,26 +439,19 @@ fn write_trace_overlay(
     member: &str,
     marks: HashMap<u32, String>,
     drop_other_args: bool,
-    append: Vec<String>,
 ) -> PyResult<()> {
-    let not_json = |e: serde_json::Error| PyValueError::new_err(format!("not JSON: {e}"));
     let values: Vec<(u32, Box<RawValue>)> = marks
         .into_iter()
         .map(|(position, json)| RawValue::from_string(json).map(|v| (position, v)))
         .collect::<Result<_, _>>()
-        .map_err(not_json)?;
-    let append: Vec<Box<RawValue>> = append
-        .into_iter()
-        .map(RawValue::from_string)
-        .collect::<Result<_, _>>()
-        .map_err(not_json)?;
+        .map_err(|e| PyValueError::new_err(format!("a mark is not JSON: {e}")))?;
     let overlay = Overlay {
         args: values
             .iter()
             .map(|(position, value)| (*position, (member, &**value)))
             .collect(),
         drop_other_args,
-        append: &append,
+        ..Overlay::default()
     };
     py.detach(|| write_overlay(&source, &target, &overlay))
         .py_err()

@@ -9,6 +9,7 @@
 use std::io::Read;
 
 use gpuscope::formats::trace::overlay::{write_overlay, Overlay};
+use gpuscope::model::trace::CounterSample;
 use serde_json::value::RawValue;
 
 const TRACE: &str = r#"{"schemaVersion": 1, "traceEvents": [
@@ -118,11 +119,19 @@ fn a_source_cut_short_is_an_error_and_leaves_no_file() {
 #[test]
 fn added_events_go_after_the_first_array_s_last() {
     let dir = tempfile::tempdir().unwrap();
-    let counter: Box<RawValue> = RawValue::from_string(r#"{"ph":"C"}"#.into()).unwrap();
-    let append = [counter];
+    let append = [CounterSample {
+        track: "Queue Length".into(),
+        pid: 0,
+        id: Some(7),
+        at: 1_500,
+        counter: "Queue Length",
+        value: 2.0,
+    }];
+    let counter =
+        r#"{"ph":"C","name":"Queue Length","pid":0,"ts":1.500,"id":7,"args":{"Queue Length":2}}"#;
     for (events, copied) in [
-        (r#"[{"ph": "X"}]"#, r#"[{"ph": "X"},{"ph":"C"}]"#),
-        ("[ ]", r#"[{"ph":"C"}]"#),
+        (r#"[{"ph": "X"}]"#, format!(r#"[{{"ph": "X"}},{counter}]"#)),
+        ("[ ]", format!("[{counter}]")),
     ] {
         let source = dir.path().join("rank0.json");
         let text = format!(r#"{{"traceEvents": {events}, "traceEvents": [1]}}"#);

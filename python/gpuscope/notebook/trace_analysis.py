@@ -645,19 +645,14 @@ class TraceAnalysis:
         ``.json`` gets the suffix at its end (HTA writes over the trace)."""
         wanted = _series_names(time_series)
         for rank, k in self._chosen(ranks):
-            events = self._set.counter_events(
-                k, "QUEUE_LENGTH" in wanted, "MEMCPY_BANDWIDTH" in wanted
-            )
-            if not events:
+            source = str(self._set.paths[k])
+            target = _suffixed(source, output_suffix or "_with_counters")
+            queue, copies = "QUEUE_LENGTH" in wanted, "MEMCPY_BANDWIDTH" in wanted
+            if not self._set.write_counters(k, target, queue, copies):
                 warnings.warn(
                     f"rank {rank}: no queue or copy to make counters of; no file written",
                     stacklevel=2,
                 )
-                continue
-            source = str(self._set.paths[k])
-            _native.write_trace_overlay(
-                source, _suffixed(source, output_suffix or "_with_counters"), "", {}, False, events
-            )
 
     def get_potential_stragglers(
         self,

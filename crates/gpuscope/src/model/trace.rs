@@ -237,6 +237,24 @@ pub struct Trace {
     pub positions: Vec<u32>,
 }
 
+/// One sample of a counter track, as a Chrome trace holds it (`"ph": "C"`): the value
+/// of `counter` on the track `track` (of process `pid`, told apart by `id`) from `at`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterSample {
+    /// The track's name (`Queue Length`, `Memcpy HtoD`, ...).
+    pub track: String,
+    /// Its process.
+    pub pid: i64,
+    /// What tells apart tracks of one name (a stream), if anything does.
+    pub id: Option<i64>,
+    /// When, ns on the trace's own clock.
+    pub at: i64,
+    /// The counter's name in `args`.
+    pub counter: &'static str,
+    /// Its value from then on.
+    pub value: f64,
+}
+
 /// The caching allocator's counts right after a `[memory]` event, as Kineto writes them
 /// (`Total Allocated`, `Total Reserved`, in newer profilers' traces): what was allocated
 /// before the trace began included. [`NONE`] where the event lacks one.

@@ -34,9 +34,12 @@ pub struct Change {
     pub event: usize,
     /// The work launched.
     pub work: usize,
+    /// The stream's launched work not started yet, after this change.
+    pub length: i64,
 }
 
-/// Each change of each stream's queue for `launches`, by stream number, in time order.
+/// Each change of each stream's queue for `launches`, by stream number, in time order,
+/// with the queue's length after it.
 pub fn changes(trace: &Trace, scope: &Scope, launches: &[Launch]) -> BTreeMap<i64, Vec<Change>> {
     let mut changes: BTreeMap<i64, Vec<Change>> = BTreeMap::new();
     for l in launches {
@@ -49,12 +52,18 @@ pub fn changes(trace: &Trace, scope: &Scope, launches: &[Launch]) -> BTreeMap<i6
                 delta,
                 event,
                 work: l.work,
+                length: 0,
             });
         }
     }
     for list in changes.values_mut() {
         // At the same instant a launch goes before a start, as in HTA.
         list.sort_by_key(|c| (c.at, -c.delta));
+        let mut length = 0;
+        for c in list.iter_mut() {
+            length += c.delta;
+            c.length = length;
+        }
     }
     changes
 }
@@ -64,14 +73,8 @@ pub fn queue_lengths(trace: &Trace, scope: &Scope, launches: &[Launch]) -> Vec<S
     changes(trace, scope, launches)
         .into_iter()
         .map(|(stream, list)| {
-            let mut length = 0i64;
-            let mut sum = 0i64;
-            let mut max = 0i64;
-            for c in &list {
-                length += c.delta;
-                sum += length;
-                max = max.max(length);
-            }
+            let sum: i64 = list.iter().map(|c| c.length).sum();
+            let max = list.iter().map(|c| c.length).max().unwrap_or(0).max(0);
             StreamQueue {
                 stream,
                 count: list.len(),

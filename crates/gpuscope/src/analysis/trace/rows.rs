@@ -148,15 +148,13 @@ pub fn queue_table(trace: &Trace, scope: &Scope, launches: &[Launch], origin: i6
     let e = &trace.events;
     let mut out = QueueTable::default();
     for (stream, list) in changes(trace, scope, launches) {
-        let mut length = 0;
         for c in list {
-            length += c.delta;
             out.index.push(c.event);
             out.ts.push(micros(c.at - origin));
             out.pid.push(e.pid[c.work]);
             out.tid.push(e.tid[c.work]);
             out.stream.push(stream);
-            out.queue_length.push(length);
+            out.queue_length.push(c.length);
         }
     }
     out
