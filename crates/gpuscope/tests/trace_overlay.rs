@@ -148,3 +148,43 @@ fn added_events_go_after_the_first_array_s_last() {
         );
     }
 }
+
+#[test]
+fn dropped_events_leave_no_gap_and_flows_come_as_start_and_end() {
+    use gpuscope::model::trace::{FlowArrow, FlowEnd};
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("rank0.json");
+    std::fs::write(&source, TRACE).unwrap();
+    let flows = [FlowArrow {
+        name: "critical_path",
+        cat: "critical_path_kernel_launch_delay",
+        from: FlowEnd {
+            pid: 1,
+            tid: 2,
+            at: 1_712_195_495_519_689_047,
+        },
+        to: FlowEnd {
+            pid: 0,
+            tid: 7,
+            at: -1_500,
+        },
+        weight: 12_345,
+        critical: true,
+    }];
+    let overlay = Overlay {
+        flows: &flows,
+        drop: [0u32, 2, 5].into_iter().collect(),
+        ..Overlay::default()
+    };
+    let target = dir.path().join("out.json");
+    write_overlay(&source, &target, &overlay).unwrap();
+    let text = std::fs::read_to_string(&target).unwrap();
+    let events = &text[text.find("\"traceEvents\":").unwrap()..text.find("],").unwrap() + 1];
+    assert!(events.starts_with(r#""traceEvents":[{"ph": "X", "name": "b""#));
+    assert!(!events.contains(r#""name": "c""#) && !events.contains(",17"));
+    let start = r#"{"ph":"s","id":0,"pid":1,"tid":2,"ts":1712195495519689.047,"cat":"critical_path_kernel_launch_delay","name":"critical_path","args":{"weight":12.345,"critical":true}}"#;
+    let end = r#"{"ph":"f","id":0,"pid":0,"tid":7,"ts":-1.500,"bp":"e","cat":"critical_path_kernel_launch_delay","name":"critical_path","args":{"weight":12.345,"critical":true}}"#;
+    assert!(events.ends_with(&format!(",{start},{end}]")), "{events}");
+    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(parsed["traceEvents"].as_array().unwrap().len(), 5);
+}

@@ -7,12 +7,21 @@ use crate::common;
 use std::collections::BTreeMap;
 
 use gpuscope::formats::trace::read_trace;
-use gpuscope::model::trace::{Kind, RankFrom};
+use gpuscope::model::trace::{Kind, RankFrom, Trace};
 
 use common::TRACES;
 
 fn dom(name: &str) -> serde_json::Value {
     serde_json::from_str(&common::trace_text(name)).unwrap()
+}
+
+/// Each shared trace: its name, as the reader reads it, and as the DOM has it.
+fn read_with_dom() -> impl Iterator<Item = (&'static str, Trace, serde_json::Value)> {
+    TRACES.iter().map(|&name| {
+        let path = common::shared_data(&format!("traces/{name}"));
+        let trace = read_trace(&path, &mut |_, _| {}).unwrap_or_else(|e| panic!("{name}: {e}"));
+        (name, trace, dom(name))
+    })
 }
 
 /// Events per kind as the DOM has them: complete events by category, `[memory]` instants.
@@ -31,13 +40,7 @@ fn dom_counts(doc: &serde_json::Value) -> BTreeMap<Kind, usize> {
 
 #[test]
 fn every_shared_trace_reads_like_its_whole_document() {
-    for name in TRACES {
-        let trace = read_trace(
-            &common::shared_data(&format!("traces/{name}")),
-            &mut |_, _| {},
-        )
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let doc = dom(name);
+    for (name, trace, doc) in read_with_dom() {
         let mut counts = BTreeMap::new();
         for k in &trace.events.kind {
             *counts.entry(*k).or_default() += 1;
@@ -142,13 +145,7 @@ fn nanosecond_timestamps_are_kept_to_the_nanosecond() {
 #[test]
 fn metadata_is_kept_as_the_document_has_it() {
     let mut with_log = 0;
-    for name in TRACES {
-        let trace = read_trace(
-            &common::shared_data(&format!("traces/{name}")),
-            &mut |_, _| {},
-        )
-        .unwrap();
-        let doc = dom(name);
+    for (name, trace, doc) in read_with_dom() {
         let from_metadata = doc["distributedInfo"]["rank"].is_u64();
         // `sampled_rank0` has its rank in both; `resnet50_*`, `triton_example`, ... in neither.
         let want = if from_metadata {
@@ -292,4 +289,35 @@ fn range_profiler_counters_are_kept_as_the_document_has_them() {
     assert!(!expected.is_empty());
     assert_eq!(got, expected);
     assert_eq!(trace.counter_ranges, expected.len() as u64);
+}
+
+#[test]
+fn event_waits_are_read_as_the_dom_has_them() {
+    let mut seen = 0;
+    for (name, trace, doc) in read_with_dom() {
+        let expected: Vec<(i64, i64)> = doc["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == "cuda_sync")
+            .map(|e| &e["args"])
+            .filter(|a| a["wait_on_stream"].as_i64().is_some_and(|s| s >= 0))
+            .map(|a| {
+                let corr = a["wait_on_cuda_event_record_corr_id"].as_i64().unwrap();
+                (a["wait_on_stream"].as_i64().unwrap(), corr)
+            })
+            .collect();
+        let read: Vec<(i64, i64)> = trace
+            .event_waits
+            .iter()
+            .map(|(i, w)| {
+                assert_eq!(trace.events.kind[*i], Kind::Sync);
+                (w.on_stream, w.record_correlation)
+            })
+            .collect();
+        assert_eq!(read, expected, "{name}");
+        seen += read.len();
+    }
+    // AlexNet has 20, event_sync_multi_stream 3.
+    assert_eq!(seen, 23);
 }

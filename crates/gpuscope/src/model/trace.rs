@@ -231,6 +231,10 @@ pub struct Trace {
     /// numeric `args` of `cuda_profiler_range` events: interned name, value), by event
     /// index, in index order (kept apart like [`Trace::bandwidth`]).
     pub counters: Vec<(usize, Vec<(u32, f64)>)>,
+    /// What each synchronisation on a CUDA event (`Stream Wait Event`, `Event Sync`)
+    /// waits for, from its `args`, by event index, in index order (kept apart like
+    /// [`Trace::bandwidth`]).
+    pub event_waits: Vec<(usize, EventWait)>,
     /// Where each event stands in the file's `traceEvents` array (0 for its first
     /// element, whatever was left out before it), so that a copy of the file can mark
     /// events gpuscope found; empty for a trace built in memory.
@@ -253,6 +257,48 @@ pub struct CounterSample {
     pub counter: &'static str,
     /// Its value from then on.
     pub value: f64,
+}
+
+/// An arrow between two moments of a trace, as Chrome traces draw flows (Perfetto and
+/// chrome://tracing show them): from `from` to `to`, with what it stands for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowArrow {
+    /// Its name.
+    pub name: &'static str,
+    /// Its category: what kind of arrow it is.
+    pub cat: &'static str,
+    /// Where it starts.
+    pub from: FlowEnd,
+    /// Where it ends (bound to the slice that encloses that moment).
+    pub to: FlowEnd,
+    /// The time it stands for, ns (`args.weight`, in µs).
+    pub weight: i64,
+    /// `args.critical`.
+    pub critical: bool,
+}
+
+/// One end of a [`FlowArrow`]: a moment on a track.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowEnd {
+    /// The track's process.
+    pub pid: i64,
+    /// Its thread (for GPU work, what the trace gives as `tid`).
+    pub tid: i64,
+    /// When, ns on the trace's own clock.
+    pub at: i64,
+}
+
+/// What a synchronisation on a CUDA event waits for, as Kineto writes it on the
+/// `cuda_sync` event it records for `cudaStreamWaitEvent` (`Stream Wait Event`) and
+/// `cudaEventSynchronize` (`Event Sync`): the event was recorded by the `cudaEventRecord`
+/// call of correlation `record_correlation`, on stream `on_stream`, so what waits goes on
+/// only when the work launched on `on_stream` before that call is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventWait {
+    /// `wait_on_stream`.
+    pub on_stream: i64,
+    /// `wait_on_cuda_event_record_corr_id`.
+    pub record_correlation: i64,
 }
 
 /// The caching allocator's counts right after a `[memory]` event, as Kineto writes them

@@ -16,7 +16,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 use super::read::text_of;
 use super::split::{SplitError, Splitter};
 use crate::error::{Error, Result};
-use crate::model::trace::CounterSample;
+use crate::model::trace::{CounterSample, FlowArrow, FlowEnd};
 
 /// What to change in the copy.
 #[derive(Default)]
@@ -37,6 +37,10 @@ pub struct Overlay<'a> {
     /// Counter samples to add, as events, after the last of the (first) `traceEvents`
     /// array.
     pub append: &'a [CounterSample],
+    /// Arrows to add after them, each as a flow's start and end events.
+    pub flows: &'a [FlowArrow],
+    /// By position in `traceEvents`: the events left out of the copy.
+    pub drop: FxHashSet<u32>,
 }
 
 /// Copies the trace at `source` (gzip or not) to `target` with `overlay` applied; gzipped
@@ -108,13 +112,14 @@ fn copy_document<R: io::Read>(
     // Counted across every `traceEvents` array, as the reader counts them.
     let mut position = 0u32;
     let mut to_append = overlay.append;
+    let mut flows = overlay.flows;
     if s.peek()? != Some(b'}') {
         loop {
             let key = s.key()?;
             serde_json::to_writer(&mut *out, &key).map_err(io::Error::from)?;
             out.write_all(b":")?;
             if key == "traceEvents" && s.peek()? == Some(b'[') {
-                copy_events(s, out, overlay, &mut position, &mut to_append)?;
+                copy_events(s, out, overlay, &mut position, &mut to_append, &mut flows)?;
             } else {
                 raw.clear();
                 s.value(&mut raw)?;
@@ -138,31 +143,46 @@ fn copy_events<R: io::Read>(
     overlay: &Overlay<'_>,
     position: &mut u32,
     to_append: &mut &[CounterSample],
+    flows: &mut &[FlowArrow],
 ) -> std::result::Result<(), Failure> {
     s.expect(b'[')?;
     out.write_all(b"[")?;
     let mut raw = Vec::new();
-    let mut first = true;
-    while s.peek()? != Some(b']') {
-        if !first {
-            s.expect(b',')?;
+    let (mut first, mut written) = (true, false);
+    let mut separate = |out: &mut dyn Write| -> io::Result<()> {
+        if std::mem::replace(&mut written, true) {
             out.write_all(b",")?;
         }
-        first = false;
+        Ok(())
+    };
+    while s.peek()? != Some(b']') {
+        if !std::mem::replace(&mut first, false) {
+            s.expect(b',')?;
+        }
         raw.clear();
         s.value(&mut raw)?;
-        let mark = overlay.args.get(position).copied();
+        let at = *position;
+        *position = position.saturating_add(1);
+        if overlay.drop.contains(&at) {
+            continue;
+        }
+        separate(out)?;
+        let mark = overlay.args.get(&at).copied();
         match (mark, overlay.drop_other_args) {
             (None, false) => out.write_all(&raw)?,
             (mark, _) => copy_event(&raw, mark, out)?,
         }
-        *position = position.saturating_add(1);
     }
     s.expect(b']')?;
     for sample in std::mem::take(to_append) {
-        out.write_all(if first { b"" } else { b"," })?;
-        first = false;
+        separate(out)?;
         write_counter(out, sample)?;
+    }
+    for (id, arrow) in std::mem::take(flows).iter().enumerate() {
+        for (end, start) in [(&arrow.from, true), (&arrow.to, false)] {
+            separate(out)?;
+            write_flow(out, arrow, id, end, start)?;
+        }
     }
     out.write_all(b"]")?;
     Ok(())
@@ -234,13 +254,48 @@ fn write_object<'m>(
     out.write_all(b"}")
 }
 
-/// `sample` as a counter event (`"ph": "C"`). Its time is written in µs to the
-/// nanosecond, as the trace's events are, never through a float (which holds a 16-digit
-/// microsecond time to a quarter of a microsecond).
-fn write_counter(out: &mut dyn Write, sample: &CounterSample) -> io::Result<()> {
-    let ns = sample.at;
+/// `ns` in µs to the nanosecond, as the trace's events have times, never through a float
+/// (which holds a 16-digit microsecond time to a quarter of a microsecond).
+fn micros(ns: i64) -> String {
     let sign = if ns < 0 { "-" } else { "" };
     let (us, frac) = (ns.unsigned_abs() / 1000, ns.unsigned_abs() % 1000);
+    format!("{sign}{us}.{frac:03}")
+}
+
+/// One end of `arrow` (the `id`th) as a flow event: its start (`"ph": "s"`) or its end
+/// (`"ph": "f"`, bound to the enclosing slice).
+fn write_flow(
+    out: &mut dyn Write,
+    arrow: &FlowArrow,
+    id: usize,
+    end: &FlowEnd,
+    start: bool,
+) -> io::Result<()> {
+    let (ph, bind) = if start {
+        ("s", "")
+    } else {
+        ("f", r#","bp":"e""#)
+    };
+    write!(
+        out,
+        r#"{{"ph":"{ph}","id":{id},"pid":{},"tid":{},"ts":{}{bind},"cat":"#,
+        end.pid,
+        end.tid,
+        micros(end.at)
+    )?;
+    serde_json::to_writer(&mut *out, arrow.cat)?;
+    write!(out, r#","name":"#)?;
+    serde_json::to_writer(&mut *out, arrow.name)?;
+    write!(
+        out,
+        r#","args":{{"weight":{},"critical":{}}}}}"#,
+        micros(arrow.weight),
+        arrow.critical
+    )
+}
+
+/// `sample` as a counter event (`"ph": "C"`), its time in µs to the nanosecond.
+fn write_counter(out: &mut dyn Write, sample: &CounterSample) -> io::Result<()> {
     let id = sample
         .id
         .map(|id| format!(r#","id":{id}"#))
@@ -255,8 +310,9 @@ fn write_counter(out: &mut dyn Write, sample: &CounterSample) -> io::Result<()> 
     serde_json::to_writer(&mut *out, &sample.track)?;
     write!(
         out,
-        r#","pid":{},"ts":{sign}{us}.{frac:03}{id},"args":{{"#,
-        sample.pid
+        r#","pid":{},"ts":{}{id},"args":{{"#,
+        sample.pid,
+        micros(sample.at)
     )?;
     serde_json::to_writer(&mut *out, sample.counter)?;
     write!(out, ":{value}}}}}")

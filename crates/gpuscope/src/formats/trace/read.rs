@@ -23,7 +23,7 @@ use serde_json::value::RawValue;
 use super::split::{SplitError, Splitter};
 use crate::formats::progress::Progress;
 use crate::model::trace::{
-    AllocatorTotals, Collective, Event, Kind, RankFrom, Trace, NONE, NO_SHAPES,
+    AllocatorTotals, Collective, Event, EventWait, Kind, RankFrom, Trace, NONE, NO_SHAPES,
 };
 use crate::{Error, Result};
 
@@ -275,6 +275,8 @@ struct Usable<'a> {
     collective: Option<Box<RawCollective<'a>>>,
     /// A range-profiler kernel's counters, their names not yet interned.
     counters: Option<Box<[(String, f64)]>>,
+    /// What a synchronisation on a CUDA event waits for (boxed, as `collective` is).
+    event_wait: Option<Box<EventWait>>,
 }
 
 /// The `args` of a `cuda_profiler_range` event: every one a hardware counter. Read in a
@@ -458,6 +460,10 @@ struct RawArgs<'a> {
     group_size: Option<Number>,
     #[serde(default, rename = "Seq")]
     seq: Option<Number>,
+    #[serde(default)]
+    wait_on_stream: Option<Number>,
+    #[serde(default)]
+    wait_on_cuda_event_record_corr_id: Option<Number>,
     #[serde(default, rename = "Total Allocated")]
     total_allocated: Option<Number>,
     #[serde(default, rename = "Total Reserved")]
@@ -724,6 +730,7 @@ fn usable<'a>(raw: RawEvent<'a>, bytes: &'a [u8]) -> Parsed<'a> {
     };
     let counter_range = raw.ph == Phase::Complete && category == "cuda_profiler_range";
     let args = raw.args.unwrap_or_default();
+    let event_wait = event_wait(kind, &args);
     let collective = match (kind, args.collective) {
         (Kind::Kernel, Some(name)) => Some(Box::new((
             name.0,
@@ -769,6 +776,20 @@ fn usable<'a>(raw: RawEvent<'a>, bytes: &'a [u8]) -> Parsed<'a> {
             _ => None,
         },
         collective,
+        event_wait,
+    })
+}
+
+/// What a synchronisation waits for, when it is a wait on a CUDA event recorded on a
+/// stream (Kineto writes -1 where it does not know).
+fn event_wait(kind: Kind, args: &RawArgs<'_>) -> Option<Box<EventWait>> {
+    let on_stream = Number::int(args.wait_on_stream);
+    let record_correlation = Number::int(args.wait_on_cuda_event_record_corr_id);
+    (kind == Kind::Sync && on_stream >= 0 && record_correlation >= 0).then(|| {
+        Box::new(EventWait {
+            on_stream,
+            record_correlation,
+        })
     })
 }
 
@@ -795,6 +816,9 @@ fn push(trace: &mut Trace, seen: &mut Seen, usable: &Usable<'_>) {
             ..*args
         };
         trace.collectives.push((trace.events.len(), collective));
+    }
+    if let Some(wait) = usable.event_wait.as_deref() {
+        trace.event_waits.push((trace.events.len(), *wait));
     }
     if let Some(counters) = usable.counters.as_deref() {
         let counters = counters
