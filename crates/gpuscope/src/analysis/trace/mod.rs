@@ -7,6 +7,7 @@ pub mod clamp;
 pub mod classify;
 pub mod copies;
 pub mod counter_tracks;
+pub mod critical_path;
 pub mod device_memory;
 pub mod diff;
 pub mod gaps;
