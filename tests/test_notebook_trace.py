@@ -432,14 +432,6 @@ def test_traces_hta_fails_on_give_frames(tmp_path: Path, name: str) -> None:
         assert temporal["idle_time(us)"].isna().all()
 
 
-def test_methods_gpuscope_does_not_answer_say_so(tmp_path: Path) -> None:
-    ta = gpuscope.TraceAnalysis(trace_dir=trace_dir(tmp_path, LIVE["alexnet"]))
-    with pytest.raises(NotImplementedError, match="critical_path_analysis"):
-        ta.critical_path_analysis(0, "ProfilerStep", 0)
-    with pytest.raises(NotImplementedError, match="overlay_critical_path_analysis"):
-        ta.overlay_critical_path_analysis()
-
-
 # The shared traces with GPU user annotations that HTA answers in seconds.
 ANNOTATED = [
     "rank0_nccl_data.json.gz",

@@ -12,6 +12,9 @@ use serde_json::value::RawValue;
 
 use gpuscope::analysis::trace::classify::KernelType;
 use gpuscope::analysis::trace::counter_tracks::{counter_samples, Tracks};
+use gpuscope::analysis::trace::critical_path::{
+    critical_path, path_overlay, path_table, window, CriticalPath,
+};
 use gpuscope::analysis::trace::kernels::type_breakdown_of;
 use gpuscope::analysis::trace::launches::launches;
 use gpuscope::analysis::trace::overlap::comm_comp_overlap_percent;
@@ -116,6 +119,16 @@ impl TraceSet {
         let out = py.detach(|| f(t, s));
         Ok(pythonize::pythonize(py, &out)?.unbind())
     }
+}
+
+/// The critical path of `t` over the window `critical_path` describes.
+fn path_of(
+    t: &TraceFile,
+    annotation: &str,
+    first: usize,
+    last: usize,
+) -> Result<CriticalPath, String> {
+    critical_path(&t.trace, window(&t.trace, annotation, first, last)?)
 }
 
 /// Where a trace set's ranks came from and each trace's rank, as `ranks` sets it.
@@ -318,6 +331,57 @@ impl TraceSet {
             write_overlay(&t.path, &target, &overlay).map(|()| samples.len())
         })
         .py_err()
+    }
+
+    /// The critical path of trace `k` over the `first` to `last` annotations whose name
+    /// contains `annotation` (the whole trace for ""), a row per edge.
+    fn critical_path(
+        &self,
+        py: Python<'_>,
+        k: usize,
+        annotation: &str,
+        first: usize,
+        last: usize,
+    ) -> PyResult<Py<PyAny>> {
+        let (t, _) = self.at(k)?;
+        let table = py
+            .detach(|| path_of(t, annotation, first, last).map(|cp| path_table(&t.trace, &cp)))
+            .map_err(PyValueError::new_err)?;
+        Ok(pythonize::pythonize(py, &table)?.unbind())
+    }
+
+    /// Writes a copy of trace `k` to `target` with the critical path of `critical_path`'s
+    /// window marked (see `path_overlay`).
+    #[allow(clippy::too_many_arguments)]
+    fn write_critical_path(
+        &self,
+        py: Python<'_>,
+        k: usize,
+        annotation: &str,
+        first: usize,
+        last: usize,
+        target: PathBuf,
+        only_critical: bool,
+        all_edges: bool,
+    ) -> PyResult<()> {
+        let (t, _) = self.at(k)?;
+        let cp = py
+            .detach(|| path_of(t, annotation, first, last))
+            .map_err(PyValueError::new_err)?;
+        let shown = path_overlay(&t.trace, &cp, only_critical, all_edges);
+        let one = RawValue::from_string("1".to_owned()).expect("1 is JSON");
+        let overlay = Overlay {
+            args: shown
+                .critical
+                .iter()
+                .map(|&p| (p, ("critical", &*one)))
+                .collect(),
+            flows: &shown.flows,
+            drop: shown.drop.iter().copied().collect(),
+            ..Overlay::default()
+        };
+        py.detach(|| write_overlay(&t.path, &target, &overlay))
+            .py_err()
     }
 
     /// Every profiler step of trace `k`, the last included.

@@ -22,11 +22,12 @@ import os
 import re
 import warnings
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from gpuscope import _native
 from gpuscope.notebook._kernel_names import short_name
 from gpuscope.notebook._pandas import frame, pandas, show
+from gpuscope.notebook.critical_path import CriticalPathGraph, window_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,10 +36,6 @@ __all__ = ["TimeSeriesTypes", "TraceAnalysis"]
 
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
 DESCRIBE = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
-
-
-def _not_answered(method: str, instead: str = "") -> NoReturn:
-    raise NotImplementedError(f"gpuscope.TraceAnalysis does not answer {method}(){instead}")
 
 
 class TimeSeriesTypes(enum.Flag):
@@ -843,13 +840,77 @@ class TraceAnalysis:
     def _ts_dtype(self) -> str:
         return "int64" if self.hta_compat else "float64"
 
-    # -- what HTA has and gpuscope does not answer --------------------------------------
+    def critical_path_analysis(
+        self,
+        rank: int,
+        annotation: str,
+        instance_id: int | tuple[int, int] | None,
+    ) -> tuple[CriticalPathGraph, bool]:
+        """The critical path of ``rank`` over the ``instance_id``-th event on a CPU
+        thread whose name contains ``annotation`` (counted from 0 in order of start;
+        ``None``: the first; a ``(first, last)`` pair: from the start of one to the end
+        of the other; ``annotation=""``: the whole trace), as HTA's pair ``(graph, True)``.
+        ``graph.summary()`` gives the share of the path's time bound by the CPU, GPU
+        compute, communication, gaps between kernels and kernel launches;
+        ``graph.get_critical_path_breakdown()`` the path edge by edge.
 
-    def critical_path_analysis(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _not_answered("critical_path_analysis")
+        The path is the longest through a graph of the window's moments: CPU calls
+        (operators, runtime and driver calls) that start in it, nested on their thread,
+        and the GPU work they launched; edges for launches, gaps between kernels on a
+        stream, waits of blocking calls for GPU work, and ``cudaStreamWaitEvent``. The
+        README's "Critical path" says how it is built and where it departs from HTA:
+        blocking calls wait for the GPU work that finished last while they ran (HTA needs
+        the trace's ``cuda_sync`` events, which most traces lack), ``cudaEventQuery`` is
+        not blocking, a stream busy with work launched before the window is not idle, and
+        times are exact. A window that cannot be found, or a graph with a cycle, raises
+        ``ValueError``, an ``instance_id`` of another type ``TypeError`` (HTA logs an
+        error and returns ``None``). HTA 0.5's own method
+        fails with pandas 3."""
+        _, k = self._chosen([rank])[0]
+        first, last = window_of(annotation, instance_id)
+        table = self._set.critical_path(k, annotation, first, last)
+        return CriticalPathGraph(rank, annotation, first, last, table), True
 
-    def overlay_critical_path_analysis(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _not_answered("overlay_critical_path_analysis")
+    def overlay_critical_path_analysis(
+        self,
+        rank: int,
+        critical_path_graph: CriticalPathGraph,
+        output_dir: str,
+        only_show_critical_events: bool = True,
+        show_all_edges: bool = False,
+    ) -> str:
+        """Writes ``overlaid_critical_path_<trace file name>`` into ``output_dir`` (made
+        if missing) and returns its path: the trace with ``args.critical = 1`` on the
+        events the path runs through, and arrows (flow events, ``name`` ``critical_path``,
+        ``cat`` the edge's type, ``args.weight`` in µs) for its launches, dependencies
+        and waits. With ``only_show_critical_events`` the copy keeps, of the events
+        gpuscope reads, only those on the path, the annotations and the Python functions;
+        without it, ``show_all_edges`` draws every edge of the graph
+        (``args.critical`` says which are on the path). Every value is copied as written
+        (HTA goes through Python floats, which round nanosecond times)."""
+        if not isinstance(critical_path_graph, CriticalPathGraph):
+            raise TypeError(
+                "critical_path_graph must be what gpuscope's critical_path_analysis returned"
+            )
+        if critical_path_graph.rank != rank:
+            raise ValueError(
+                f"critical_path_graph is of rank {critical_path_graph.rank}, not {rank}"
+            )
+        _, k = self._chosen([rank])[0]
+        os.makedirs(output_dir, exist_ok=True)
+        source = str(self._set.paths[k])
+        target = os.path.join(output_dir, "overlaid_critical_path_" + os.path.basename(source))
+        g = critical_path_graph
+        self._set.write_critical_path(
+            k,
+            g.annotation,
+            g.first,
+            g.last,
+            target,
+            only_show_critical_events,
+            show_all_edges and not only_show_critical_events,
+        )
+        return target
 
 
 def _series_names(time_series: enum.Flag | None) -> set[str]:
