@@ -2,8 +2,8 @@
 # Runs gpuscope's benchmarks with the repository's venv (called by `make bench`).
 # Options: BENCH_WRITE_ARGS / BENCH_READ_ARGS / BENCH_MEMORY_ARGS / BENCH_REPORT_ARGS /
 # BENCH_TRACE_ARGS / BENCH_SNAPSHOT_ARGS / BENCH_SNAPSHOT_HTML_ARGS / BENCH_SECTIONS_ARGS /
-# BENCH_GRADIENTS_ARGS / BENCH_HOOKS_ARGS / BENCH_NOTEBOOK_ARGS / BENCH_RANKS_ARGS / BENCH_CONSOLE_ARGS (passed to each
-# script), e.g.
+# BENCH_GRADIENTS_ARGS / BENCH_HOOKS_ARGS / BENCH_NOTEBOOK_ARGS / BENCH_CRITICAL_PATH_ARGS /
+# BENCH_RANKS_ARGS / BENCH_CONSOLE_ARGS (passed to each script), e.g.
 #   BENCH_WRITE_ARGS="--n 50000 --repeat 3" bench/run.sh
 set -euo pipefail
 
@@ -57,5 +57,14 @@ bench bench_sections.py BENCH_SECTIONS_ARGS
 bench bench_gradients.py BENCH_GRADIENTS_ARGS
 bench bench_hooks.py BENCH_HOOKS_ARGS
 bench bench_notebook.py BENCH_NOTEBOOK_ARGS
+
+# HTA's critical path fails with pandas 3: its side runs in a venv with pandas 2.2.
+hta_pandas2_venv="${HTA_PANDAS2_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuscope-bench/hta-pandas2-venv}"
+if ! "$hta_pandas2_venv/bin/python" -c 'import hta' 2>/dev/null; then
+    echo "== creating $hta_pandas2_venv ($hta_package, pandas 2.2.3, NumPy 1.26 from PyPI)"
+    "$python" -m venv "$hta_pandas2_venv"
+    "$hta_pandas2_venv/bin/python" -m pip install --quiet "$hta_package" "pandas==2.2.3" "numpy<2"
+fi
+bench bench_critical_path.py BENCH_CRITICAL_PATH_ARGS --hta-python "$hta_pandas2_venv/bin/python"
 bench bench_ranks.py BENCH_RANKS_ARGS
 bench bench_console.py BENCH_CONSOLE_ARGS
