@@ -150,41 +150,66 @@ fn added_events_go_after_the_first_array_s_last() {
 }
 
 #[test]
-fn dropped_events_leave_no_gap_and_flows_come_as_start_and_end() {
+fn dropped_events_leave_no_gap_and_flows_take_their_tracks_as_written() {
     use gpuscope::model::trace::{FlowArrow, FlowEnd};
+    const TRACKS: &str = r#"{"traceEvents": [
+  {"ph": "X", "name": "a", "pid": 1, "tid": 2, "ts": 1, "dur": 1},
+  {"ph": "X", "name": "b", "pid": 0, "tid": "stream 7", "ts": 2, "dur": 1},
+  {"ph": "X", "name": "c", "pid": 1, "tid": 2, "ts": 3, "dur": 1, "args": {"x": 1}},
+  {"ph": "X", "name": "no track", "ts": 4, "dur": 1}
+]}"#;
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("rank0.json");
-    std::fs::write(&source, TRACE).unwrap();
-    let flows = [FlowArrow {
+    std::fs::write(&source, TRACKS).unwrap();
+    let arrow = |from: u32, to: u32| FlowArrow {
         name: "critical_path",
         cat: "critical_path_kernel_launch_delay",
         from: FlowEnd {
-            pid: 1,
-            tid: 2,
+            event: from,
             at: 1_712_195_495_519_689_047,
         },
         to: FlowEnd {
-            pid: 0,
-            tid: 7,
+            event: to,
             at: -1_500,
         },
         weight: 12_345,
         critical: true,
-    }];
+    };
+    // The second arrow ends at an event without a track: left out.
+    let flows = [arrow(0, 1), arrow(0, 3)];
+    let one: Box<RawValue> = RawValue::from_string("1".into()).unwrap();
     let overlay = Overlay {
+        args: [(2u32, ("critical", &*one))].into_iter().collect(),
         flows: &flows,
-        drop: [0u32, 2, 5].into_iter().collect(),
+        drop: [0u32, 1].into_iter().collect(),
         ..Overlay::default()
     };
     let target = dir.path().join("out.json");
     write_overlay(&source, &target, &overlay).unwrap();
     let text = std::fs::read_to_string(&target).unwrap();
-    let events = &text[text.find("\"traceEvents\":").unwrap()..text.find("],").unwrap() + 1];
-    assert!(events.starts_with(r#""traceEvents":[{"ph": "X", "name": "b""#));
-    assert!(!events.contains(r#""name": "c""#) && !events.contains(",17"));
     let start = r#"{"ph":"s","id":0,"pid":1,"tid":2,"ts":1712195495519689.047,"cat":"critical_path_kernel_launch_delay","name":"critical_path","args":{"weight":12.345,"critical":true}}"#;
-    let end = r#"{"ph":"f","id":0,"pid":0,"tid":7,"ts":-1.500,"bp":"e","cat":"critical_path_kernel_launch_delay","name":"critical_path","args":{"weight":12.345,"critical":true}}"#;
-    assert!(events.ends_with(&format!(",{start},{end}]")), "{events}");
-    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(parsed["traceEvents"].as_array().unwrap().len(), 5);
+    let end = r#"{"ph":"f","id":0,"pid":0,"tid":"stream 7","ts":-1.500,"bp":"e","cat":"critical_path_kernel_launch_delay","name":"critical_path","args":{"weight":12.345,"critical":true}}"#;
+    let expected = format!(
+        r#"{{"traceEvents":[{{"ph":"X","name":"c","pid":1,"tid":2,"ts":3,"dur":1,"args":{{"x":1,"critical":1}}}},{{"ph": "X", "name": "no track", "ts": 4, "dur": 1}},{start},{end}]}}"#
+    );
+    assert_eq!(text, expected);
+    serde_json::from_str::<serde_json::Value>(&text).unwrap();
+}
+
+#[test]
+fn every_event_dropped_leaves_an_array_of_the_added_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("rank0.json");
+    std::fs::write(&source, TRACE).unwrap();
+    let overlay = Overlay {
+        drop: (0u32..6).collect(),
+        ..Overlay::default()
+    };
+    let target = dir.path().join("out.json");
+    write_overlay(&source, &target, &overlay).unwrap();
+    let text = std::fs::read_to_string(&target).unwrap();
+    assert_eq!(
+        text,
+        r#"{"schemaVersion":1,"traceEvents":[],"deviceProperties":[{"id": 0}]}"#
+    );
 }

@@ -66,9 +66,10 @@ class CriticalPathGraph:
 
     @property
     def critical_path_events_set(self) -> set[int]:
-        """The events the path's time is attributed to, by position in the trace file's
-        ``traceEvents``."""
-        return {i for i in self.table["event_idx"] if i >= 0}
+        """The events the path runs through (the calls and work its moments are the
+        start or end of), by position in the trace file's ``traceEvents``: those the
+        overlay marks ``critical``."""
+        return set(self.table["critical_events"])
 
     def get_critical_path_breakdown(self) -> pd.DataFrame:
         """A row per edge of the path, in order: ``event_idx`` (the event its time is

@@ -858,7 +858,7 @@ class TraceAnalysis:
         (operators, runtime and driver calls) that start in it, nested on their thread,
         and the GPU work they launched; edges for launches, gaps between kernels on a
         stream, waits of blocking calls for GPU work, and ``cudaStreamWaitEvent``. The
-        README's "Critical path" says how it is built and where it departs from HTA:
+        README's "The critical path of a step" says how it is built and where it departs from HTA:
         blocking calls wait for the GPU work that finished last while they ran (HTA needs
         the trace's ``cuda_sync`` events, which most traces lack), ``cudaEventQuery`` is
         not blocking, a stream busy with work launched before the window is not idle, and
@@ -883,9 +883,10 @@ class TraceAnalysis:
         if missing) and returns its path: the trace with ``args.critical = 1`` on the
         events the path runs through, and arrows (flow events, ``name`` ``critical_path``,
         ``cat`` the edge's type, ``args.weight`` in µs) for its launches, dependencies
-        and waits. With ``only_show_critical_events`` the copy keeps, of the events
-        gpuscope reads, only those on the path, the annotations and the Python functions;
-        without it, ``show_all_edges`` draws every edge of the graph
+        and waits (a blocking call's on GPU work, work's on another stream). With
+        ``only_show_critical_events`` the copy keeps, of the complete events gpuscope
+        reads, only those on the path, the CPU annotations (``user_annotation``) and the
+        Python functions; without it, ``show_all_edges`` draws every edge of the graph
         (``args.critical`` says which are on the path). Every value is copied as written
         (HTA goes through Python floats, which round nanosecond times)."""
         if not isinstance(critical_path_graph, CriticalPathGraph):
@@ -908,7 +909,7 @@ class TraceAnalysis:
             g.last,
             target,
             only_show_critical_events,
-            show_all_edges and not only_show_critical_events,
+            show_all_edges,
         )
         return target
 

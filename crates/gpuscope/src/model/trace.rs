@@ -277,13 +277,12 @@ pub struct FlowArrow {
     pub critical: bool,
 }
 
-/// One end of a [`FlowArrow`]: a moment on a track.
+/// One end of a [`FlowArrow`]: a moment on the track of an event of the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowEnd {
-    /// The track's process.
-    pub pid: i64,
-    /// Its thread (for GPU work, what the trace gives as `tid`).
-    pub tid: i64,
+    /// The event, by position in the file's `traceEvents`: the arrow takes its `pid`
+    /// and `tid` as written (a `tid` may be a string, `"stream 7"`).
+    pub event: u32,
     /// When, ns on the trace's own clock.
     pub at: i64,
 }

@@ -10,32 +10,35 @@
 //!   the time between them; between top-level calls an edge of no weight (the thread's
 //!   idle time is no one's work);
 //! - each piece of GPU work's span, weighted by its duration;
-//! - into the start of each piece of work, what it waited for. Work that started after
-//!   its launch call had returned and its stream's previous work was done waited for
-//!   other work: what a `cudaStreamWaitEvent` made it wait for (the trace's `Stream Wait
+//! - into the start of each piece of work, what held it up. Work that started after its
+//!   launch call had returned and its stream's previous work was done waited for other
+//!   work: what a `cudaStreamWaitEvent` made it wait for (the trace's `Stream Wait
 //!   Event`), else the work on another stream of its GPU that ended last before it
 //!   started (a stream dependency the trace does not record, or a GPU busy elsewhere);
 //!   an edge from that work's end, weighted by the gap (a gap between kernels). Else,
-//!   when its stream had nothing left to run at the launch call, a launch edge from the
-//!   call's start, weighted by the time between; else the gap after its stream's
-//!   previous work;
+//!   when its stream had nothing left to run at the launch call started, a launch edge
+//!   from the call's start, weighted by the time between; else the gap after its
+//!   stream's previous work. Where a wait held it up, the launch edge or the edge from
+//!   the previous work is kept without weight. Work the window did not launch that an
+//!   edge comes from (launched before it) joins the graph with its span;
 //! - into the end of a blocking call (a device or stream synchronisation, a synchronous
-//!   copy), from the end of the GPU work it waited for, weighted by the time the call
-//!   took to return after that (CPU time); the call's own edge then weighs nothing, so
-//!   the wait is the GPU's time. A synchronous copy waited for its copy; a
-//!   `cudaEventSynchronize` for what its `Event Sync` says; another call for the work
-//!   launched before it that finished last while it ran (on its stream, when a `Stream
-//!   Sync` event names one). A blocking call during which no such work ended keeps its
-//!   own time.
+//!   copy, a copy to or from pageable memory), from the end of the GPU work it waited
+//!   for, weighted by the time the call took to return after that (CPU time); the
+//!   call's own edge then weighs nothing, so the wait is the GPU's time. A copy waited
+//!   for its copy; a `cudaEventSynchronize` for what its `Event Sync` names, if that
+//!   was not done before the call; another call for the work launched before it that
+//!   ended last while it ran (on its stream, when a `Stream Sync` event names one). A
+//!   blocking call during which no such work ended keeps its own time.
 //!
-//! The critical path is the longest path through that graph. The README's "Critical
-//! path" lists where this departs from HTA 0.5: HTA finds waits only through the
-//! trace's `cuda_sync` events, which most traces lack, and weighs none (the gap before
-//! work that waited for another stream is lost), infers no stream dependency,
-//! counts `cudaEventQuery` (which returns at once) as blocking, weighs a blocking call's
-//! return as nothing, tells launch delays from gaps by queue lengths (here: whether the
-//! stream's previous work, in the whole trace, was done when the call started),
-//! attributes launch edges to nothing, and rounds nanosecond times to microseconds.
+//! The critical path is the longest path through that graph. The README's "The
+//! critical path of a step" lists where this departs from HTA 0.5: HTA finds waits only
+//! through the trace's `cuda_sync` events, which most traces lack, and weighs none (the
+//! gap before work that waited for another stream is lost), infers no stream
+//! dependency, counts `cudaEventQuery` (which returns at once) as blocking, weighs a
+//! blocking call's return as nothing, tells launch delays from gaps by queue lengths
+//! (here: whether the stream's previous work, in the whole trace, was done when the
+//! call started), attributes launch edges to nothing, and rounds nanosecond times to
+//! microseconds.
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -167,7 +170,7 @@ pub fn window(
         ));
     }
     let chosen = &instances[first..=last];
-    let end = chosen.iter().map(|w| w.1).max().unwrap_or(chosen[0].1);
+    let end = chosen.iter().map(|w| w.1).fold(chosen[0].1, i64::max);
     Ok((chosen[0].0, end))
 }
 
@@ -242,21 +245,29 @@ pub struct PathTable {
     pub graph: (usize, usize),
     /// Edges taken as of no weight because they ran backwards in time.
     pub backwards: usize,
+    /// The events the path runs through (those of its moments), by position as
+    /// `event_idx`, ascending.
+    pub critical_events: Vec<i64>,
 }
 
 /// `cp` as a [`PathTable`].
 pub fn path_table(trace: &Trace, cp: &CriticalPath) -> PathTable {
     let e = &trace.events;
+    let position = |i: usize| position_of(trace, i).map_or(i as i64, i64::from);
+    let on_path = on_path(e.len(), cp);
+    let mut critical_events: Vec<i64> =
+        (0..e.len()).filter(|&i| on_path[i]).map(position).collect();
+    critical_events.sort_unstable();
     let mut t = PathTable {
         window: (micros(cp.window.0), micros(cp.window.1)),
         graph: (cp.nodes.len(), cp.edges.len()),
         backwards: cp.backwards,
+        critical_events,
         ..PathTable::default()
     };
     for &k in &cp.path {
         let edge = &cp.edges[k as usize];
         let i = edge.event;
-        let position = |i: usize| trace.positions.get(i).map_or(i as i64, |&p| i64::from(p));
         t.event_idx.push(i.map_or(-1, position));
         t.duration.push(micros(edge.weight));
         t.kind.push(edge.kind);
@@ -295,14 +306,8 @@ pub fn path_overlay(
     all_edges: bool,
 ) -> PathOverlay {
     let e = &trace.events;
-    let position = |i: usize| trace.positions.get(i).copied();
-    let mut on_path = vec![false; e.len()];
-    for &k in &cp.path {
-        let edge = &cp.edges[k as usize];
-        for node in [edge.from, edge.to] {
-            on_path[cp.nodes[node as usize].event] = true;
-        }
-    }
+    let position = |i: usize| position_of(trace, i);
+    let on_path = on_path(e.len(), cp);
     let critical = (0..e.len())
         .filter(|&i| on_path[i])
         .filter_map(position)
@@ -331,10 +336,22 @@ pub fn path_overlay(
             .map(|k| (k, critical[k as usize]))
             .collect()
     } else {
+        // Not the time in one event or the gap after the previous on its stream; waits
+        // on another stream are drawn.
+        let drawn = |edge: &Edge| match edge.kind {
+            EdgeKind::Operator => false,
+            EdgeKind::KernelKernelDelay => {
+                let (a, b) = (
+                    cp.nodes[edge.from as usize].event,
+                    cp.nodes[edge.to as usize].event,
+                );
+                (e.pid[a], e.stream[a]) != (e.pid[b], e.stream[b])
+            }
+            _ => true,
+        };
         cp.path
             .iter()
-            .filter(|&&k| cp.edges[k as usize].kind != EdgeKind::Operator)
-            .filter(|&&k| cp.edges[k as usize].kind != EdgeKind::KernelKernelDelay)
+            .filter(|&&k| drawn(&cp.edges[k as usize]))
             .map(|&k| (k, true))
             .collect()
     };
@@ -348,9 +365,8 @@ pub fn path_overlay(
         } else {
             0
         };
-        (e.pid[i] != NONE && e.tid[i] != NONE).then_some(FlowEnd {
-            pid: e.pid[i],
-            tid: e.tid[i],
+        Some(FlowEnd {
+            event: position(i)?,
             at: n.at - back,
         })
     };
@@ -373,6 +389,23 @@ pub fn path_overlay(
         drop,
         flows,
     }
+}
+
+/// Where event `i` stands in the file's `traceEvents`; `None` for a trace built in memory.
+fn position_of(trace: &Trace, i: usize) -> Option<u32> {
+    trace.positions.get(i).copied()
+}
+
+/// Which events the path runs through (the events of its moments), by index.
+fn on_path(events: usize, cp: &CriticalPath) -> Vec<bool> {
+    let mut on_path = vec![false; events];
+    for &k in &cp.path {
+        let edge = &cp.edges[k as usize];
+        for node in [edge.from, edge.to] {
+            on_path[cp.nodes[node as usize].event] = true;
+        }
+    }
+    on_path
 }
 
 /// The graph being built.
@@ -442,20 +475,25 @@ impl<'t> Graph<'t> {
             call_of,
             backwards: 0,
         };
-        for &i in calls.iter().chain(&g.work.clone()) {
-            g.start_of.insert(i, g.nodes.len() as u32);
-            g.nodes.push(Node {
+        let work = std::mem::take(&mut g.work);
+        for &i in calls.iter().chain(&work) {
+            g.add_nodes(i);
+        }
+        g.work = work;
+        g
+    }
+
+    /// The start and end moments of event `i`.
+    fn add_nodes(&mut self, i: usize) {
+        let e = &self.trace.events;
+        self.start_of.insert(i, self.nodes.len() as u32);
+        for (start, at) in [(true, e.ts[i]), (false, e.end(i))] {
+            self.nodes.push(Node {
                 event: i,
-                start: true,
-                at: e.ts[i],
-            });
-            g.nodes.push(Node {
-                event: i,
-                start: false,
-                at: e.end(i),
+                start,
+                at,
             });
         }
-        g
     }
 
     fn start(&self, i: usize) -> u32 {
@@ -522,7 +560,9 @@ impl<'t> Graph<'t> {
                 }
                 // A `cudaEventSynchronize` waits for what was launched before the record.
                 let recorded = event_syncs.get(&e.correlation[call]);
-                if let Some(&w) = recorded.filter(|w| self.start_of.contains_key(w)) {
+                // (It waited only if that work was not done before it started.)
+                let pending = |w: &&usize| self.start_of.contains_key(w) && e.end(**w) > e.ts[call];
+                if let Some(&w) = recorded.filter(pending) {
                     waited.insert(call, w);
                     continue;
                 }
@@ -587,7 +627,6 @@ impl<'t> Graph<'t> {
                 last = Some(start);
             }
         }
-        self.threads = threads.into_iter().collect();
     }
 
     /// The GPU work's spans, launches, gaps and waits.
@@ -603,12 +642,9 @@ impl<'t> Graph<'t> {
             let ready = prev.map_or(e.end(call), |p| e.end(p).max(e.end(call)));
             // Work that started later waited for other work: what a `cudaStreamWaitEvent`
             // names, else what ended last on another stream before it started.
-            let waited_for = match waits_for.get(&w) {
-                Some(&s) => Some(s).filter(|&s| e.end(s) > ready),
-                None => self.ended_last_elsewhere(w, ready),
-            };
+            let recorded = waits_for.get(&w).copied().filter(|&s| e.end(s) > ready);
+            let waited_for = recorded.or_else(|| self.ended_last_elsewhere(w, ready));
             let idle_at_call = prev.is_none_or(|p| e.end(p) < e.ts[call]);
-            let prev = prev.filter(|p| self.start_of.contains_key(p));
             // What held it up last carries the time; what came before it, an order only.
             let (launch, after_prev) = match waited_for {
                 Some(other) => {
@@ -623,6 +659,8 @@ impl<'t> Graph<'t> {
                 let event = (launch == EdgeKind::KernelLaunchDelay).then_some(w);
                 self.add(self.start(call), self.start(w), launch, event);
             } else if let Some(p) = prev {
+                // Its stream's previous work, launched before the window if need be.
+                self.add_outside(p);
                 let event = (after_prev == EdgeKind::KernelKernelDelay).then_some(p);
                 self.add(self.end(p), self.start(w), after_prev, event);
             }
@@ -630,9 +668,12 @@ impl<'t> Graph<'t> {
         let mut waits: Vec<(usize, usize)> = waited.iter().map(|(&c, &w)| (c, w)).collect();
         waits.sort_unstable();
         for (call, w) in waits {
-            // What the call took to return once the work was done is the call's time.
+            // What the call took to return once the work was done (or, for work done
+            // before it, once it started) is the call's time.
             let (from, to) = (self.end(w), self.end(call));
-            let weight = (self.nodes[to as usize].at - self.nodes[from as usize].at).max(0);
+            let weight = e.end(call) - e.end(w).max(e.ts[call]);
+            self.backwards += usize::from(weight < 0);
+            let weight = weight.max(0);
             self.edges.push(Edge {
                 from,
                 to,
@@ -664,15 +705,7 @@ impl<'t> Graph<'t> {
         if self.start_of.contains_key(&w) {
             return;
         }
-        let e = &self.trace.events;
-        self.start_of.insert(w, self.nodes.len() as u32);
-        for (start, at) in [(true, e.ts[w]), (false, e.end(w))] {
-            self.nodes.push(Node {
-                event: w,
-                start,
-                at,
-            });
-        }
+        self.add_nodes(w);
         self.add(self.start(w), self.end(w), EdgeKind::Operator, Some(w));
     }
 
@@ -710,13 +743,15 @@ impl<'t> Graph<'t> {
         let every = scope_with(trace, Clock::Exact, true);
         let mut launches = launches(trace, &every);
         launches.sort_unstable_by_key(|l| (e.ts[l.call], l.call));
-        let mut to_stream: FxHashMap<(i64, i64), Vec<(i64, usize)>> = FxHashMap::default();
-        let mut from_thread: FxHashMap<(i64, i64, i64), Vec<(i64, usize)>> = FxHashMap::default();
+        // Launches (call start, work) in order, onto each stream (GPU, stream), and from
+        // each thread (process, thread) onto each stream.
+        let mut to_stream: FxHashMap<Track, Launched> = FxHashMap::default();
+        let mut from_thread: FxHashMap<(Track, Track), Launched> = FxHashMap::default();
         for l in &launches {
             let (c, w) = (l.call, l.work);
             let stream = (e.pid[w], e.stream[w]);
             to_stream.entry(stream).or_default().push((e.ts[c], w));
-            let key = (e.pid[c], e.tid[c], e.stream[w]);
+            let key = ((e.pid[c], e.tid[c]), stream);
             from_thread.entry(key).or_default().push((e.ts[c], w));
         }
         for &(i, wait) in &trace.event_waits {
@@ -734,13 +769,20 @@ impl<'t> Graph<'t> {
                     let Some(&wait_call) = call_by_correlation.get(&e.correlation[i]) else {
                         continue;
                     };
-                    let key = (e.pid[wait_call], e.tid[wait_call], e.stream[i]);
+                    let key = (
+                        (e.pid[wait_call], e.tid[wait_call]),
+                        (e.pid[i], e.stream[i]),
+                    );
                     let dest = from_thread.get(&key).and_then(|list| {
                         let k = list.partition_point(|&(at, _)| at < e.ts[wait_call]);
                         list.get(k).map(|l| l.1)
                     });
+                    // Of several waits before one launch, the one that ended last holds it.
                     if let Some(dest) = dest {
-                        out.streams.insert(dest, source);
+                        let kept = out.streams.entry(dest).or_insert(source);
+                        if e.end(source) > e.end(*kept) {
+                            *kept = source;
+                        }
                     }
                 }
                 "Event Sync" => {
@@ -752,6 +794,12 @@ impl<'t> Graph<'t> {
         out
     }
 }
+
+/// Launches in order of their calls: (the call's start, the work launched).
+type Launched = Vec<(i64, usize)>;
+
+/// A thread (process, thread) or a stream (GPU, stream).
+type Track = (i64, i64);
 
 /// What the trace's synchronisations on CUDA events waited for.
 #[derive(Default)]
@@ -943,8 +991,66 @@ mod tests {
             (Kernel, "next", 810, 10, 7, 2),
         ]);
         let cp = critical_path(&t, window(&t, "ProfilerStep", 0, 0).unwrap()).unwrap();
+        // "next" waited for "long", launched before the window, whose whole span counts.
+        assert_eq!(total(&cp), 810);
         let bounds = by_bound(&t, &cp);
+        assert_eq!(bounds[&Bound::GpuCompute], 810);
         assert!(!bounds.contains_key(&Bound::KernelLaunchOverhead));
+    }
+
+    #[test]
+    fn a_sync_on_work_queued_before_the_window_is_gpu_time() {
+        let t = trace(&[
+            (Runtime, "cudaLaunchKernel", 0, 5, 1, 1),
+            (UserAnnotation, "ProfilerStep#2", 100, 2000, 1, NONE),
+            (CpuOp, "aten::mm", 100, 1000, 1, NONE),
+            (Runtime, "cudaLaunchKernel", 1100, 5, 1, 2),
+            (Runtime, "cudaStreamSynchronize", 1105, 995, 1, NONE),
+            (Kernel, "queued", 10, 1890, 7, 1),
+            (Kernel, "last", 1900, 90, 7, 2),
+        ]);
+        let cp = critical_path(&t, window(&t, "ProfilerStep", 0, 0).unwrap()).unwrap();
+        // The thread was busy for 2000: the path is no shorter, and the sync's wait is
+        // the kernels' time.
+        assert_eq!(total(&cp), 2090);
+        let bounds = by_bound(&t, &cp);
+        assert_eq!(bounds[&Bound::GpuCompute], 1980);
+        assert_eq!(bounds[&Bound::Cpu], 110);
+    }
+
+    #[test]
+    fn an_event_sync_waits_for_the_work_recorded_if_it_was_not_done() {
+        let mut t = trace(&[
+            (Runtime, "cudaLaunchKernel", 0, 2, 1, 1),
+            (Runtime, "cudaEventRecord", 2, 1, 1, 5),
+            (Runtime, "cudaLaunchKernel", 3, 2, 1, 2),
+            (Runtime, "cudaEventSynchronize", 6, 500, 1, 6),
+            (Kernel, "recorded", 10, 490, 7, 1),
+            (Kernel, "bystander", 20, 484, 8, 2),
+            (Kind::Sync, "Event Sync", 6, 500, NONE, 6),
+        ]);
+        t.events.stream[5] = 8;
+        t.event_waits.push((
+            6,
+            crate::model::trace::EventWait {
+                on_stream: 7,
+                record_correlation: 5,
+            },
+        ));
+        let cp = whole(&t);
+        let last = &cp.edges[*cp.path.last().unwrap() as usize];
+        assert_eq!(last.kind, EdgeKind::SyncDependency);
+        // From the recorded kernel, not the bystander that ended later.
+        assert_eq!(cp.nodes[last.from as usize].event, 4);
+        assert_eq!(last.weight, 6);
+        // Recorded work done before the call started: no wait, the call's time is CPU.
+        let mut done = t.clone();
+        done.events.ts[3] = 600;
+        done.events.ts[6] = 600;
+        let cp = whole(&done);
+        let last = &cp.edges[*cp.path.last().unwrap() as usize];
+        assert_eq!((last.kind, last.event), (EdgeKind::Operator, Some(3)));
+        assert_eq!(last.weight, 500);
     }
 
     #[test]

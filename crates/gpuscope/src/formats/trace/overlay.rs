@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 use super::read::text_of;
 use super::split::{SplitError, Splitter};
 use crate::error::{Error, Result};
-use crate::model::trace::{CounterSample, FlowArrow, FlowEnd};
+use crate::model::trace::{CounterSample, FlowArrow};
 
 /// What to change in the copy.
 #[derive(Default)]
@@ -37,7 +37,9 @@ pub struct Overlay<'a> {
     /// Counter samples to add, as events, after the last of the (first) `traceEvents`
     /// array.
     pub append: &'a [CounterSample],
-    /// Arrows to add after them, each as a flow's start and end events.
+    /// Arrows to add after them, each as a flow's start and end events; an arrow with
+    /// an end at an event without a `pid` and a `tid`, or after the first `traceEvents`
+    /// array, is left out.
     pub flows: &'a [FlowArrow],
     /// By position in `traceEvents`: the events left out of the copy.
     pub drop: FxHashSet<u32>,
@@ -149,6 +151,12 @@ fn copy_events<R: io::Read>(
     out.write_all(b"[")?;
     let mut raw = Vec::new();
     let (mut first, mut written) = (true, false);
+    // The tracks of the events the arrows end at, as written.
+    let wanted: FxHashSet<u32> = flows
+        .iter()
+        .flat_map(|a| [a.from.event, a.to.event])
+        .collect();
+    let mut tracks: FxHashMap<u32, Track> = FxHashMap::default();
     let mut separate = |out: &mut dyn Write| -> io::Result<()> {
         if std::mem::replace(&mut written, true) {
             out.write_all(b",")?;
@@ -163,6 +171,11 @@ fn copy_events<R: io::Read>(
         s.value(&mut raw)?;
         let at = *position;
         *position = position.saturating_add(1);
+        if wanted.contains(&at) {
+            if let Some(track) = track_of(&raw) {
+                tracks.insert(at, track);
+            }
+        }
         if overlay.drop.contains(&at) {
             continue;
         }
@@ -178,10 +191,15 @@ fn copy_events<R: io::Read>(
         separate(out)?;
         write_counter(out, sample)?;
     }
-    for (id, arrow) in std::mem::take(flows).iter().enumerate() {
-        for (end, start) in [(&arrow.from, true), (&arrow.to, false)] {
+    let arrows = std::mem::take(flows).iter().filter_map(|arrow| {
+        let ends = [(&arrow.from, true), (&arrow.to, false)];
+        let tracks = ends.map(|(end, _)| tracks.get(&end.event));
+        Some((arrow, [(ends[0], tracks[0]?), (ends[1], tracks[1]?)]))
+    });
+    for (id, (arrow, ends)) in arrows.enumerate() {
+        for ((end, start), track) in ends {
             separate(out)?;
-            write_flow(out, arrow, id, end, start)?;
+            write_flow(out, arrow, id, end.at, start, track)?;
         }
     }
     out.write_all(b"]")?;
@@ -256,40 +274,58 @@ fn write_object<'m>(
 
 /// `ns` in µs to the nanosecond, as the trace's events have times, never through a float
 /// (which holds a 16-digit microsecond time to a quarter of a microsecond).
-fn micros(ns: i64) -> String {
+fn micros_text(ns: i64) -> String {
     let sign = if ns < 0 { "-" } else { "" };
     let (us, frac) = (ns.unsigned_abs() / 1000, ns.unsigned_abs() % 1000);
     format!("{sign}{us}.{frac:03}")
 }
 
-/// One end of `arrow` (the `id`th) as a flow event: its start (`"ph": "s"`) or its end
-/// (`"ph": "f"`, bound to the enclosing slice).
+/// An event's `pid` and `tid`, as written.
+struct Track {
+    pid: Vec<u8>,
+    tid: Vec<u8>,
+}
+
+/// The track of the event `raw`, when it has both.
+fn track_of(raw: &[u8]) -> Option<Track> {
+    let Members(members) = serde_json::from_slice(raw).ok()?;
+    let get = |name: &str| {
+        let value = members.iter().find(|(k, _)| k == name)?.1;
+        Some(value.get().as_bytes().to_vec())
+    };
+    Some(Track {
+        pid: get("pid")?,
+        tid: get("tid")?,
+    })
+}
+
+/// One end of `arrow` (the `id`th), at `at` on `track`, as a flow event: its start
+/// (`"ph": "s"`) or its end (`"ph": "f"`, bound to the enclosing slice).
 fn write_flow(
     out: &mut dyn Write,
     arrow: &FlowArrow,
     id: usize,
-    end: &FlowEnd,
+    at: i64,
     start: bool,
+    track: &Track,
 ) -> io::Result<()> {
     let (ph, bind) = if start {
         ("s", "")
     } else {
         ("f", r#","bp":"e""#)
     };
-    write!(
-        out,
-        r#"{{"ph":"{ph}","id":{id},"pid":{},"tid":{},"ts":{}{bind},"cat":"#,
-        end.pid,
-        end.tid,
-        micros(end.at)
-    )?;
+    write!(out, r#"{{"ph":"{ph}","id":{id},"pid":"#)?;
+    out.write_all(&track.pid)?;
+    out.write_all(br#","tid":"#)?;
+    out.write_all(&track.tid)?;
+    write!(out, r#","ts":{}{bind},"cat":"#, micros_text(at))?;
     serde_json::to_writer(&mut *out, arrow.cat)?;
     write!(out, r#","name":"#)?;
     serde_json::to_writer(&mut *out, arrow.name)?;
     write!(
         out,
         r#","args":{{"weight":{},"critical":{}}}}}"#,
-        micros(arrow.weight),
+        micros_text(arrow.weight),
         arrow.critical
     )
 }
@@ -312,7 +348,7 @@ fn write_counter(out: &mut dyn Write, sample: &CounterSample) -> io::Result<()> 
         out,
         r#","pid":{},"ts":{}{id},"args":{{"#,
         sample.pid,
-        micros(sample.at)
+        micros_text(sample.at)
     )?;
     serde_json::to_writer(&mut *out, sample.counter)?;
     write!(out, ":{value}}}}}")
