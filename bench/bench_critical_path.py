@@ -9,12 +9,12 @@ directory, finds the critical path of instance ``I`` of annotation ``ANN`` on ra
 scratch directory, timing the load, the path and the overlay on its own clock. It prints
 the path's total (µs) and the summary, which this script prints for both sides.
 
-HTA 0.5's critical path fails with pandas 3 (``DataFrame.drop(axis=1, columns=…)``), and
-with pandas 2.2 on traces without ``cuda_sync`` events; it runs with pandas 2.2 on the
-first four inputs. ``--hta-python`` names the interpreter of an environment where it
-runs (``python -m venv V && V/bin/pip install HolisticTraceAnalysis==0.5.0
-pandas==2.2.3 'numpy<2'``); by default this interpreter's HTA is tried, and a side that
-fails is printed as failed, with HTA's last line. Not a test: nothing asserts on time.
+HTA 0.5's critical path fails with pandas 3 (``DataFrame.drop(axis=1, columns=…)``); with
+pandas 2.2 it answers every input here. ``--hta-python`` names the interpreter of an
+environment where it runs (``python -m venv V && V/bin/pip install
+HolisticTraceAnalysis==0.5.0 pandas==2.2.3 'numpy<2'``; ``run.sh`` makes one); by
+default this interpreter's HTA is tried, and a side that fails is printed as failed,
+with HTA's last line. Not a test: nothing asserts on time.
 """
 
 from __future__ import annotations
@@ -71,8 +71,9 @@ def side(name: str, trace_dir: str, annotation: str, instance: int) -> None:
         with tempfile.TemporaryDirectory() as out:
             analyzer.overlay_critical_path_analysis(0, graph, out)
         t3 = time.perf_counter()
-    # How HTA 0.5 fails: pandas 3 (ValueError), a query on ``nan`` (pandas'
-    # UndefinedVariableError, a NameError), a window it cannot find (it returns None).
+    # How HTA 0.5 fails: pandas 3 (ValueError), an instance it does not have (a query
+    # on ``nan``: pandas' UndefinedVariableError, a NameError), an annotation it cannot
+    # find (it returns None, which does not unpack: TypeError).
     except (KeyError, ValueError, TypeError, NameError, AssertionError) as e:
         print(json.dumps({"error": f"{type(e).__name__}: {e}"[:200]}))
         return
