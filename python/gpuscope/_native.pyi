@@ -247,13 +247,11 @@ class TraceSet:
     def write_counters(
         self, k: int, target: str, queue_length: bool, copy_bandwidth: bool
     ) -> int: ...
-    def critical_path(self, k: int, annotation: str, first: int, last: int) -> dict[str, Any]: ...
+    def critical_path(self, k: int, window: tuple[str, int, int]) -> dict[str, Any]: ...
     def write_critical_path(
         self,
         k: int,
-        annotation: str,
-        first: int,
-        last: int,
+        window: tuple[str, int, int],
         target: str,
         only_critical: bool,
         all_edges: bool,

@@ -121,14 +121,12 @@ impl TraceSet {
     }
 }
 
-/// The critical path of `t` over the window `critical_path` describes.
+/// The critical path of `t` over `(annotation, first, last)`, as `critical_path` takes it.
 fn path_of(
     t: &TraceFile,
-    annotation: &str,
-    first: usize,
-    last: usize,
+    (annotation, first, last): &(String, usize, usize),
 ) -> Result<CriticalPath, String> {
-    critical_path(&t.trace, window(&t.trace, annotation, first, last)?)
+    critical_path(&t.trace, window(&t.trace, annotation, *first, *last)?)
 }
 
 /// Where a trace set's ranks came from and each trace's rank, as `ranks` sets it.
@@ -333,40 +331,36 @@ impl TraceSet {
         .py_err()
     }
 
-    /// The critical path of trace `k` over the `first` to `last` annotations whose name
-    /// contains `annotation` (the whole trace for ""), a row per edge.
+    /// The critical path of trace `k` over `window`: (`annotation`, `first`, `last`),
+    /// the first to last events whose name contains `annotation` (the whole trace for
+    /// ""); a row per edge.
     fn critical_path(
         &self,
         py: Python<'_>,
         k: usize,
-        annotation: &str,
-        first: usize,
-        last: usize,
+        window: (String, usize, usize),
     ) -> PyResult<Py<PyAny>> {
         let (t, _) = self.at(k)?;
         let table = py
-            .detach(|| path_of(t, annotation, first, last).map(|cp| path_table(&t.trace, &cp)))
+            .detach(|| path_of(t, &window).map(|cp| path_table(&t.trace, &cp)))
             .map_err(PyValueError::new_err)?;
         Ok(pythonize::pythonize(py, &table)?.unbind())
     }
 
-    /// Writes a copy of trace `k` to `target` with the critical path of `critical_path`'s
-    /// window marked (see `path_overlay`).
-    #[allow(clippy::too_many_arguments)]
+    /// Writes a copy of trace `k` to `target` with the critical path of `window` (as
+    /// `critical_path` takes it) marked (see `path_overlay`).
     fn write_critical_path(
         &self,
         py: Python<'_>,
         k: usize,
-        annotation: &str,
-        first: usize,
-        last: usize,
+        window: (String, usize, usize),
         target: PathBuf,
         only_critical: bool,
         all_edges: bool,
     ) -> PyResult<()> {
         let (t, _) = self.at(k)?;
         let cp = py
-            .detach(|| path_of(t, annotation, first, last))
+            .detach(|| path_of(t, &window))
             .map_err(PyValueError::new_err)?;
         let shown = path_overlay(&t.trace, &cp, only_critical, all_edges);
         let one = RawValue::from_string("1".to_owned()).expect("1 is JSON");

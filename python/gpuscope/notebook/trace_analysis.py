@@ -868,7 +868,7 @@ class TraceAnalysis:
         fails with pandas 3."""
         _, k = self._chosen([rank])[0]
         first, last = window_of(annotation, instance_id)
-        table = self._set.critical_path(k, annotation, first, last)
+        table = self._set.critical_path(k, (annotation, first, last))
         return CriticalPathGraph(rank, annotation, first, last, table), True
 
     def overlay_critical_path_analysis(
@@ -902,15 +902,8 @@ class TraceAnalysis:
         source = str(self._set.paths[k])
         target = os.path.join(output_dir, "overlaid_critical_path_" + os.path.basename(source))
         g = critical_path_graph
-        self._set.write_critical_path(
-            k,
-            g.annotation,
-            g.first,
-            g.last,
-            target,
-            only_show_critical_events,
-            show_all_edges,
-        )
+        window = (g.annotation, g.first, g.last)
+        self._set.write_critical_path(k, window, target, only_show_critical_events, show_all_edges)
         return target
 
 

@@ -417,6 +417,8 @@ struct Graph<'t> {
     start_of: FxHashMap<usize, u32>,
     /// The CPU calls, by thread, in order of start (the longer first).
     threads: FxHashMap<(i64, i64), Vec<usize>>,
+    /// The runtime and driver calls of the whole trace, by correlation.
+    call_by_correlation: FxHashMap<i64, usize>,
     /// The GPU work, in order of start.
     work: Vec<usize>,
     /// The GPU work, in order of end.
@@ -433,14 +435,15 @@ struct Graph<'t> {
 impl<'t> Graph<'t> {
     fn new(trace: &'t Trace, (from, to): (i64, i64)) -> Graph<'t> {
         let e = &trace.events;
+        let in_window = |i: usize| e.ts[i] >= from && e.ts[i] <= to && e.dur[i] > 0;
         let calls: Vec<usize> = (0..e.len())
             .filter(|&i| matches!(e.kind[i], Kind::CpuOp | Kind::Runtime | Kind::Driver))
-            .filter(|&i| e.ts[i] >= from && e.ts[i] <= to && e.dur[i] > 0)
+            .filter(|&i| in_window(i))
             .collect();
-        let by_correlation: FxHashMap<i64, usize> = calls
-            .iter()
-            .filter(|&&i| e.kind[i] != Kind::CpuOp && e.correlation[i] != NONE)
-            .map(|&i| (e.correlation[i], i))
+        let call_by_correlation: FxHashMap<i64, usize> = (0..e.len())
+            .filter(|&i| matches!(e.kind[i], Kind::Runtime | Kind::Driver))
+            .filter(|&i| e.correlation[i] != NONE)
+            .map(|i| (e.correlation[i], i))
             .collect();
         let mut all_by_start: Vec<usize> = (0..e.len())
             .filter(|&i| e.kind[i].is_gpu() && on_gpu(trace, i))
@@ -450,7 +453,10 @@ impl<'t> Graph<'t> {
         all_by_end.sort_unstable_by_key(|&w| (e.end(w), w));
         let call_of: FxHashMap<usize, usize> = all_by_start
             .iter()
-            .filter_map(|&i| Some((i, *by_correlation.get(&e.correlation[i])?)))
+            .filter_map(|&i| {
+                let call = *call_by_correlation.get(&e.correlation[i])?;
+                in_window(call).then_some((i, call))
+            })
             .collect();
         let launched = |i: &usize| call_of.contains_key(i);
         let work: Vec<usize> = all_by_start.iter().copied().filter(launched).collect();
@@ -468,6 +474,7 @@ impl<'t> Graph<'t> {
             edges: Vec::new(),
             start_of: FxHashMap::default(),
             threads,
+            call_by_correlation,
             work,
             by_end,
             all_by_start,
@@ -735,11 +742,7 @@ impl<'t> Graph<'t> {
         if trace.event_waits.is_empty() {
             return out;
         }
-        let call_by_correlation: FxHashMap<i64, usize> = (0..e.len())
-            .filter(|&i| matches!(e.kind[i], Kind::Runtime | Kind::Driver))
-            .filter(|&i| e.correlation[i] != NONE)
-            .map(|i| (e.correlation[i], i))
-            .collect();
+        let call_by_correlation = &self.call_by_correlation;
         let every = scope_with(trace, Clock::Exact, true);
         let mut launches = launches(trace, &every);
         launches.sort_unstable_by_key(|l| (e.ts[l.call], l.call));
