@@ -362,20 +362,22 @@ impl TraceSet {
         let cp = py
             .detach(|| path_of(t, &window))
             .map_err(PyValueError::new_err)?;
-        let shown = path_overlay(&t.trace, &cp, only_critical, all_edges);
-        let one = RawValue::from_string("1".to_owned()).expect("1 is JSON");
-        let overlay = Overlay {
-            args: shown
-                .critical
-                .iter()
-                .map(|&p| (p, ("critical", &*one)))
-                .collect(),
-            flows: &shown.flows,
-            drop: shown.drop.iter().copied().collect(),
-            ..Overlay::default()
-        };
-        py.detach(|| write_overlay(&t.path, &target, &overlay))
-            .py_err()
+        py.detach(|| {
+            let shown = path_overlay(&t.trace, &cp, only_critical, all_edges);
+            let one = RawValue::from_string("1".to_owned()).expect("1 is JSON");
+            let overlay = Overlay {
+                args: shown
+                    .critical
+                    .iter()
+                    .map(|&p| (p, ("critical", &*one)))
+                    .collect(),
+                flows: &shown.flows,
+                drop: shown.drop,
+                ..Overlay::default()
+            };
+            write_overlay(&t.path, &target, &overlay)
+        })
+        .py_err()
     }
 
     /// Every profiler step of trace `k`, the last included.

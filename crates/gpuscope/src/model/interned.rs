@@ -29,6 +29,12 @@ impl Names {
         &self.strings[id as usize]
     }
 
+    /// For each id, whether its string contains `text`: names are few and events many,
+    /// so each name is searched once.
+    pub fn containing(&self, text: &str) -> Vec<bool> {
+        self.strings.iter().map(|s| s.contains(text)).collect()
+    }
+
     /// The id of `name`, if it occurs.
     pub fn find(&self, name: &str) -> Option<u32> {
         self.index.get(name).copied()

@@ -287,6 +287,29 @@ pub struct FlowEnd {
     pub at: i64,
 }
 
+words! {
+    /// What a CUDA synchronisation (`cuda_sync`) event records, by the name Kineto gives
+    /// it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SyncKind {
+        /// `cudaStreamSynchronize`: the CPU waits for a stream.
+        StreamSync = "Stream Sync",
+        /// `cudaDeviceSynchronize`: the CPU waits for the device.
+        ContextSync = "Context Sync",
+        /// `cudaEventSynchronize`: the CPU waits for a recorded event.
+        EventSync = "Event Sync",
+        /// `cudaStreamWaitEvent`: a stream waits for a recorded event.
+        StreamWaitEvent = "Stream Wait Event",
+    }
+}
+
+impl SyncKind {
+    /// The kind a synchronisation event's name says, if it is one of these.
+    pub fn of(name: &str) -> Option<SyncKind> {
+        SyncKind::ALL.iter().copied().find(|k| k.as_str() == name)
+    }
+}
+
 /// What a synchronisation on a CUDA event waits for, as Kineto writes it on the
 /// `cuda_sync` event it records for `cudaStreamWaitEvent` (`Stream Wait Event`) and
 /// `cudaEventSynchronize` (`Event Sync`): the event was recorded by the `cudaEventRecord`
@@ -355,6 +378,12 @@ fn of_event<T: Copy>(list: &[(usize, T)], i: usize) -> Option<T> {
 }
 
 impl Trace {
+    /// Where event `i` stands in the file's `traceEvents`; `None` for a trace built in
+    /// memory.
+    pub fn position(&self, i: usize) -> Option<u32> {
+        self.positions.get(i).copied()
+    }
+
     /// True when the trace has work on a GPU.
     pub fn has_gpu_work(&self) -> bool {
         self.events.kind.iter().any(|k| k.is_gpu())

@@ -40,14 +40,14 @@
 //! call started), attributes launch edges to nothing, and rounds nanosecond times to
 //! microseconds.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use super::classify::{copy_launch_returns_at_once, Call, KernelType};
 use super::launches::launches;
 use super::rows::micros;
 use super::scope::{on_gpu, scope_with, Clock};
-use crate::model::trace::{FlowArrow, FlowEnd, Kind, Trace, NONE};
+use crate::model::trace::{Events, FlowArrow, FlowEnd, Kind, SyncKind, Trace, NONE};
 use crate::model::words::words;
 
 words! {
@@ -150,9 +150,7 @@ pub fn window(
             .zip(end)
             .ok_or_else(|| "the trace has no events".to_owned());
     }
-    let matches: Vec<bool> = (0..trace.names.len() as u32)
-        .map(|n| trace.names.get(n).contains(annotation))
-        .collect();
+    let matches = trace.names.containing(annotation);
     let mut instances: Vec<(i64, i64)> = (0..e.len())
         .filter(|&i| e.kind[i].is_cpu() && matches[e.name[i] as usize])
         .map(|i| (e.ts[i], e.end(i)))
@@ -253,7 +251,7 @@ pub struct PathTable {
 /// `cp` as a [`PathTable`].
 pub fn path_table(trace: &Trace, cp: &CriticalPath) -> PathTable {
     let e = &trace.events;
-    let position = |i: usize| position_of(trace, i).map_or(i as i64, i64::from);
+    let position = |i: usize| trace.position(i).map_or(i as i64, i64::from);
     let on_path = on_path(e.len(), cp);
     let mut critical_events: Vec<i64> =
         (0..e.len()).filter(|&i| on_path[i]).map(position).collect();
@@ -290,7 +288,7 @@ pub struct PathOverlay {
     /// The events the path passes through, to mark `args.critical`.
     pub critical: Vec<u32>,
     /// The complete events to leave out.
-    pub drop: Vec<u32>,
+    pub drop: FxHashSet<u32>,
     /// Arrows for edges.
     pub flows: Vec<FlowArrow>,
 }
@@ -306,7 +304,7 @@ pub fn path_overlay(
     all_edges: bool,
 ) -> PathOverlay {
     let e = &trace.events;
-    let position = |i: usize| position_of(trace, i);
+    let position = |i: usize| trace.position(i);
     let on_path = on_path(e.len(), cp);
     let critical = (0..e.len())
         .filter(|&i| on_path[i])
@@ -325,7 +323,7 @@ pub fn path_overlay(
             .filter_map(position)
             .collect()
     } else {
-        Vec::new()
+        FxHashSet::default()
     };
     let mut chosen: Vec<(u32, bool)> = if all_edges && !only_critical {
         let mut critical = vec![false; cp.edges.len()];
@@ -389,11 +387,6 @@ pub fn path_overlay(
         drop,
         flows,
     }
-}
-
-/// Where event `i` stands in the file's `traceEvents`; `None` for a trace built in memory.
-fn position_of(trace: &Trace, i: usize) -> Option<u32> {
-    trace.positions.get(i).copied()
 }
 
 /// Which events the path runs through (the events of its moments), by index.
@@ -540,25 +533,24 @@ impl<'t> Graph<'t> {
         let (trace, e) = (self.trace, &self.trace.events);
         let names = Call::names_in(trace, &[Call::DeviceSync, Call::StreamSync, Call::Copy]);
         let copy_launches = Call::names_in(trace, &[Call::CopyLaunch]);
-        let blocking = |call: usize, work: &FxHashMap<usize, usize>| {
-            names.contains(&e.name[call])
-                || (copy_launches.contains(&e.name[call])
-                    && work
-                        .get(&call)
-                        .is_some_and(|&w| !copy_launch_returns_at_once(trace.names.get(e.name[w]))))
-        };
         let work_of_call: FxHashMap<usize, usize> =
             self.call_of.iter().map(|(&w, &c)| (c, w)).collect();
+        let blocking = |call: &usize| {
+            let waits_for_copy =
+                |w: &usize| !copy_launch_returns_at_once(trace.names.get(e.name[*w]));
+            names.contains(&e.name[*call])
+                || (copy_launches.contains(&e.name[*call])
+                    && work_of_call.get(call).is_some_and(waits_for_copy))
+        };
         // The stream each `Stream Sync` event says its call waited on, by correlation.
         let synced_stream: FxHashMap<i64, (i64, i64)> = (0..e.len())
             .filter(|&i| e.kind[i] == Kind::Sync && e.correlation[i] != NONE)
-            .filter(|&i| trace.names.get(e.name[i]) == "Stream Sync")
+            .filter(|&i| SyncKind::of(trace.names.get(e.name[i])) == Some(SyncKind::StreamSync))
             .map(|i| (e.correlation[i], (e.pid[i], e.stream[i])))
             .collect();
-        let by_end = &self.by_end;
         let mut waited = FxHashMap::default();
         for list in self.threads.values() {
-            for &call in list.iter().filter(|&&c| blocking(c, &work_of_call)) {
+            for &call in list.iter().filter(|c| blocking(c)) {
                 // A copy waits for itself, even where the GPU's clock puts its end after
                 // the call's.
                 if let Some(&copy) = work_of_call.get(&call) {
@@ -574,14 +566,11 @@ impl<'t> Graph<'t> {
                     continue;
                 }
                 let stream = synced_stream.get(&e.correlation[call]).copied();
-                let after = by_end.partition_point(|&w| e.end(w) < e.ts[call]);
-                let until = by_end.partition_point(|&w| e.end(w) <= e.end(call));
-                let last = by_end[after..until.max(after)]
-                    .iter()
-                    .rev()
-                    .filter(|&&w| e.ts[self.call_of[&w]] < e.ts[call])
-                    .find(|&&w| stream.is_none_or(|s| s == (e.pid[w], e.stream[w])));
-                if let Some(&w) = last {
+                let last = ended_last(e, &self.by_end, (e.ts[call], e.end(call)), |w| {
+                    e.ts[self.call_of[&w]] < e.ts[call]
+                        && stream.is_none_or(|s| s == (e.pid[w], e.stream[w]))
+                });
+                if let Some(w) = last {
                     waited.insert(call, w);
                 }
             }
@@ -696,14 +685,9 @@ impl<'t> Graph<'t> {
     /// work the window did not launch (launched before it, or before the trace began).
     fn ended_last_elsewhere(&self, w: usize, ready: i64) -> Option<usize> {
         let e = &self.trace.events;
-        let by_end = &self.all_by_end;
-        let after = by_end.partition_point(|&o| e.end(o) <= ready);
-        let until = by_end.partition_point(|&o| e.end(o) <= e.ts[w]);
-        by_end[after..until.max(after)]
-            .iter()
-            .rev()
-            .find(|&&o| e.pid[o] == e.pid[w] && e.stream[o] != e.stream[w])
-            .copied()
+        ended_last(e, &self.all_by_end, (ready + 1, e.ts[w]), |o| {
+            e.pid[o] == e.pid[w] && e.stream[o] != e.stream[w]
+        })
     }
 
     /// Adds work the window did not launch, if not there yet: its span, reached by no
@@ -767,8 +751,8 @@ impl<'t> Graph<'t> {
             }) else {
                 continue;
             };
-            match trace.names.get(e.name[i]) {
-                "Stream Wait Event" => {
+            match SyncKind::of(trace.names.get(e.name[i])) {
+                Some(SyncKind::StreamWaitEvent) => {
                     let Some(&wait_call) = call_by_correlation.get(&e.correlation[i]) else {
                         continue;
                     };
@@ -788,7 +772,7 @@ impl<'t> Graph<'t> {
                         }
                     }
                 }
-                "Event Sync" => {
+                Some(SyncKind::EventSync) => {
                     out.calls.insert(e.correlation[i], source);
                 }
                 _ => {}
@@ -796,6 +780,23 @@ impl<'t> Graph<'t> {
         }
         out
     }
+}
+
+/// Of `by_end` (events in order of end), the one that ended last within `(from, to)`
+/// (ns, inclusive) for which `wanted` holds.
+fn ended_last(
+    e: &Events,
+    by_end: &[usize],
+    (from, to): (i64, i64),
+    wanted: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    let after = by_end.partition_point(|&o| e.end(o) < from);
+    let until = by_end.partition_point(|&o| e.end(o) <= to);
+    by_end[after..until.max(after)]
+        .iter()
+        .rev()
+        .copied()
+        .find(|&o| wanted(o))
 }
 
 /// Launches in order of their calls: (the call's start, the work launched).

@@ -73,10 +73,7 @@ pub fn sequence_table(
         }
     }
 
-    // Names are few and events many: each name is searched once.
-    let matches: Vec<bool> = (0..trace.names.len() as u32)
-        .map(|n| trace.names.get(n).contains(operator))
-        .collect();
+    let matches = trace.names.containing(operator);
     let mut patterns: FxHashMap<Vec<u32>, Calls> = FxHashMap::default();
     let mut outer: Option<((i64, i64), i64)> = None;
     for (k, &(at, start, op)) in cpu.iter().enumerate() {
@@ -137,7 +134,7 @@ pub fn sequence_table(
             calls
                 .events
                 .iter()
-                .filter_map(|&i| trace.positions.get(i).copied())
+                .filter_map(|&i| trace.position(i))
                 .collect()
         } else {
             Vec::new()

@@ -210,25 +210,23 @@ fn copy_events<R: io::Read>(
 /// An element that is not an object, and an event without a mark that is not complete,
 /// is copied as it is.
 fn copy_event(raw: &[u8], mark: Option<(&str, &RawValue)>, out: &mut dyn Write) -> io::Result<()> {
-    let Ok(Members(members)) = serde_json::from_slice::<Members<'_>>(raw) else {
+    let Ok(event) = serde_json::from_slice::<Members<'_>>(raw) else {
         return out.write_all(raw);
     };
-    let complete = members
-        .iter()
-        .any(|(k, v)| k == "ph" && v.get() == r#""X""#);
+    let complete = event.get("ph").is_some_and(|ph| ph.get() == r#""X""#);
     if mark.is_none() && !complete {
         return out.write_all(raw);
     }
     // `args` keeps its place: replaced with the mark in, or left out.
     let marked_args = match mark {
-        Some(mark) => {
-            let args = members.iter().find(|(k, _)| k == "args").map(|(_, v)| *v);
-            Some(with_member(args.unwrap_or(empty_object()), mark)?)
-        }
+        Some(mark) => Some(with_member(
+            event.get("args").unwrap_or(empty_object()),
+            mark,
+        )?),
         None => None,
     };
-    let mut written: Vec<(&str, &[u8])> = Vec::with_capacity(members.len() + 1);
-    for (key, value) in &members {
+    let mut written: Vec<(&str, &[u8])> = Vec::with_capacity(event.0.len() + 1);
+    for (key, value) in &event.0 {
         match (key.as_ref(), &marked_args) {
             ("args", None) => {}
             ("args", Some(args)) => written.push(("args", args)),
@@ -288,14 +286,11 @@ struct Track {
 
 /// The track of the event `raw`, when it has both.
 fn track_of(raw: &[u8]) -> Option<Track> {
-    let Members(members) = serde_json::from_slice(raw).ok()?;
-    let get = |name: &str| {
-        let value = members.iter().find(|(k, _)| k == name)?.1;
-        Some(value.get().as_bytes().to_vec())
-    };
+    let event: Members<'_> = serde_json::from_slice(raw).ok()?;
+    let text = |name: &str| Some(event.get(name)?.get().as_bytes().to_vec());
     Some(Track {
-        pid: get("pid")?,
-        tid: get("tid")?,
+        pid: text("pid")?,
+        tid: text("tid")?,
     })
 }
 
@@ -360,6 +355,13 @@ fn empty_object() -> &'static RawValue {
 
 /// An object's members in their order, each value as written.
 struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> Members<'a> {
+    /// The value of the member `name`, as written.
+    fn get(&self, name: &str) -> Option<&'a RawValue> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+    }
+}
 
 impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
