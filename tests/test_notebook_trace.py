@@ -819,6 +819,25 @@ def test_trace_with_counters_choices_and_names(tmp_path: Path) -> None:
     ]
 
 
+def test_copies_written_into_the_trace_directory_are_not_read_back(tmp_path: Path) -> None:
+    """The copies ``generate_trace_with_counters`` and the critical-path overlay write
+    into the trace directory are left out when it is read again (not a second trace of
+    the rank), and named on their own they read as the trace they copy."""
+    name = "alexnet_single_gpu.json.gz"
+    d = Path(trace_dir(tmp_path, [name]))
+    first = gpuscope.TraceAnalysis(trace_dir=str(d))
+    first.generate_trace_with_counters()
+    graph, _ = first.critical_path_analysis(0, "", None)
+    first.overlay_critical_path_analysis(0, graph, str(d))
+    assert len(list(d.iterdir())) == 3
+    before = first.get_temporal_breakdown(visualize=False)
+    again = gpuscope.TraceAnalysis(trace_dir=str(d)).get_temporal_breakdown(visualize=False)
+    pd.testing.assert_frame_equal(again, before)
+    copy = name.replace(".json", "_with_counters.json")
+    alone = gpuscope.TraceAnalysis(trace_files={0: copy}, trace_dir=str(d))
+    pd.testing.assert_frame_equal(alone.get_temporal_breakdown(visualize=False), before)
+
+
 def test_counters_on_the_exact_clock_keep_nanoseconds(tmp_path: Path) -> None:
     """Without HTA's rounding, on a trace of nanosecond times, each queue change is at
     the exact start of a launch call or of its kernel, to the nanosecond."""

@@ -497,6 +497,49 @@ fn successive_traces_of_one_rank_are_not_compared_as_ranks() {
 }
 
 #[test]
+fn copies_gpuscope_wrote_into_a_directory_are_left_out_and_named() {
+    use gpuscope::formats::trace::overlay::{write_overlay, Overlay};
+    // What TraceAnalysis.generate_trace_with_counters leaves beside a rank's trace.
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["sampled_rank0.json.gz", "sampled_rank1.json.gz"] {
+        std::fs::copy(traces_dir().join(name), dir.path().join(name)).unwrap();
+    }
+    let copy = dir.path().join("sampled_rank1_with_counters.json.gz");
+    write_overlay(
+        &dir.path().join("sampled_rank1.json.gz"),
+        &copy,
+        &Overlay::default(),
+    )
+    .unwrap();
+    let said = format!(
+        "left out {}: a copy of sampled_rank1.json.gz that gpuscope wrote",
+        copy.display()
+    );
+    // Streamed rank by rank, and read whole (an export).
+    let out = trace([dir.path().as_os_str(), "--format".as_ref(), "json".as_ref()]);
+    let doc = json_doc(&out, "a directory with a copy");
+    let ranks: Vec<&Value> = doc["ranks"].as_array().unwrap().iter().collect();
+    assert_eq!(ranks.len(), 2, "{doc}");
+    assert!(stderr_of(&out).contains(&said), "{}", stderr_of(&out));
+    let tables = tempfile::tempdir().unwrap();
+    let out = trace([
+        dir.path().as_os_str(),
+        "--export".as_ref(),
+        "csv".as_ref(),
+        "-o".as_ref(),
+        tables.path().as_os_str(),
+    ]);
+    success(&out, "an export of a directory with a copy");
+    assert!(stderr_of(&out).contains(&said), "{}", stderr_of(&out));
+    // Named on its own, the copy is a trace of rank 1.
+    let doc = json_doc(
+        &trace([copy.as_os_str(), "--format".as_ref(), "json".as_ref()]),
+        "the copy itself",
+    );
+    assert_eq!(doc["ranks"][0]["rank"], 1, "{doc}");
+}
+
+#[test]
 fn a_directory_is_every_rank_in_rank_order() {
     let dir = tempfile::tempdir().unwrap();
     // File names sort opposite to the ranks (which the traces' distributedInfo gives).

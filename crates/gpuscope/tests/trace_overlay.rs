@@ -3,10 +3,12 @@
 //! only when asked, every value keeps the text it was written with (times of 19 digits
 //! included), the members around `traceEvents` are kept, a `.gz` target is gzip,
 //! positions run on across a second `traceEvents`, added events go after the first
-//! array's last (or alone in it), and a source cut short is an error that leaves no file
-//! behind.
+//! array's last (or alone in it), a source cut short is an error that leaves no file
+//! behind, and the copy names its source first: a directory's listing leaves it out.
 
 use std::io::Read;
+
+use crate::common;
 
 use gpuscope::formats::trace::overlay::{write_overlay, Overlay};
 use gpuscope::model::trace::CounterSample;
@@ -51,7 +53,7 @@ fn overlay(target_name: &str, drop_other_args: bool) -> String {
 #[test]
 fn marks_land_in_args_and_values_keep_their_text() {
     let text = overlay("overlaid_rank0.json", false);
-    assert!(text.starts_with(r#"{"schemaVersion":1,"traceEvents":["#));
+    assert!(text.starts_with(r#"{"gpuscopeCopyOf":"rank0.json","schemaVersion":1,"traceEvents":["#));
     assert!(text.ends_with(r#"],"deviceProperties":[{"id": 0}]}"#));
     let events = &text[text.find('[').unwrap()..];
     assert!(events.contains(
@@ -95,7 +97,7 @@ fn positions_run_on_across_a_second_event_array() {
     write_overlay(&source, &target, &overlay).unwrap();
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
-        r#"{"traceEvents":[{"ph": "X", "name": "a"}],"traceEvents":[{"ph":"X","name":"b","args":{"Patterns":1}}]}"#
+        r#"{"gpuscopeCopyOf":"rank0.json","traceEvents":[{"ph": "X", "name": "a"}],"traceEvents":[{"ph":"X","name":"b","args":{"Patterns":1}}]}"#
     );
 }
 
@@ -144,7 +146,9 @@ fn added_events_go_after_the_first_array_s_last() {
         write_overlay(&source, &target, &overlay).unwrap();
         assert_eq!(
             std::fs::read_to_string(&target).unwrap(),
-            format!(r#"{{"traceEvents":{copied},"traceEvents":[1]}}"#)
+            format!(
+                r#"{{"gpuscopeCopyOf":"rank0.json","traceEvents":{copied},"traceEvents":[1]}}"#
+            )
         );
     }
 }
@@ -190,7 +194,7 @@ fn dropped_events_leave_no_gap_and_flows_take_their_tracks_as_written() {
     let start = r#"{"ph":"s","id":0,"pid":1,"tid":2,"ts":1712195495519689.047,"cat":"critical_path_kernel_launch_delay","name":"critical_path","args":{"weight":12.345,"critical":true}}"#;
     let end = r#"{"ph":"f","id":0,"pid":0,"tid":"stream 7","ts":-1.500,"bp":"e","cat":"critical_path_kernel_launch_delay","name":"critical_path","args":{"weight":12.345,"critical":true}}"#;
     let expected = format!(
-        r#"{{"traceEvents":[{{"ph":"X","name":"c","pid":1,"tid":2,"ts":3,"dur":1,"args":{{"x":1,"critical":1}}}},{{"ph": "X", "name": "no track", "ts": 4, "dur": 1}},{start},{end}]}}"#
+        r#"{{"gpuscopeCopyOf":"rank0.json","traceEvents":[{{"ph":"X","name":"c","pid":1,"tid":2,"ts":3,"dur":1,"args":{{"x":1,"critical":1}}}},{{"ph": "X", "name": "no track", "ts": 4, "dur": 1}},{start},{end}]}}"#
     );
     assert_eq!(text, expected);
     serde_json::from_str::<serde_json::Value>(&text).unwrap();
@@ -210,6 +214,54 @@ fn every_event_dropped_leaves_an_array_of_the_added_ones() {
     let text = std::fs::read_to_string(&target).unwrap();
     assert_eq!(
         text,
-        r#"{"schemaVersion":1,"traceEvents":[],"deviceProperties":[{"id": 0}]}"#
+        r#"{"gpuscopeCopyOf":"rank0.json","schemaVersion":1,"traceEvents":[],"deviceProperties":[{"id": 0}]}"#
+    );
+}
+
+#[test]
+fn a_copy_names_its_source_and_a_directory_leaves_it_out() {
+    use gpuscope::formats::trace::load::trace_files;
+    use gpuscope::formats::trace::{load_traces, read_trace};
+
+    let dir = tempfile::tempdir().unwrap();
+    let real = common::shared_data("traces/sampled_rank1.json.gz");
+    let source = dir.path().join("rank1.json.gz");
+    std::fs::copy(&real, &source).unwrap();
+    let copy = dir.path().join("rank1_with_counters.json.gz");
+    write_overlay(&source, &copy, &Overlay::default()).unwrap();
+    // A copy of the copy names the copy, once.
+    let again = dir.path().join("overlaid_rank1_with_counters.json");
+    write_overlay(&copy, &again, &Overlay::default()).unwrap();
+    let text = std::fs::read_to_string(&again).unwrap();
+    assert!(text.starts_with(r#"{"gpuscopeCopyOf":"rank1_with_counters.json.gz","#));
+    assert_eq!(text.matches("gpuscopeCopyOf").count(), 1);
+
+    let listing = trace_files(dir.path()).unwrap();
+    let files: Vec<_> = listing.files.iter().map(|(p, _)| p.clone()).collect();
+    assert_eq!(files, std::slice::from_ref(&source));
+    assert_eq!(listing.copies.len(), 2, "{:?}", listing.copies);
+    assert!(listing.copies.iter().any(|c| c.starts_with(&format!(
+        "{}: a copy of rank1.json.gz that gpuscope wrote",
+        copy.display()
+    ))));
+    let loaded = load_traces(dir.path(), &mut |_, _| {}).unwrap();
+    assert_eq!(loaded.traces.len(), 1);
+    assert_eq!(loaded.copies, listing.copies);
+    assert!(loaded.skipped.is_empty());
+
+    // Read by its own path, the copy is the trace it was copied from.
+    let (a, b) = (
+        read_trace(&source, &mut |_, _| {}).unwrap(),
+        read_trace(&copy, &mut |_, _| {}).unwrap(),
+    );
+    assert_eq!((a.rank, a.events.len()), (b.rank, b.events.len()));
+    assert_eq!(a.rank, 1);
+
+    // A directory of copies alone holds no trace to read.
+    std::fs::remove_file(&source).unwrap();
+    let err = trace_files(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("only copies of traces that gpuscope wrote"),
+        "{err}"
     );
 }

@@ -231,7 +231,7 @@ fn a_directory_read_stops_when_its_consumer_does() {
     for rank in 0..8 * threads {
         std::os::unix::fs::symlink(&trace, dir.path().join(format!("rank{rank}.json.gz"))).unwrap();
     }
-    let files = trace_files(dir.path()).unwrap();
+    let files = trace_files(dir.path()).unwrap().files;
     let (read, mut handed) = (AtomicUsize::new(0), Vec::new());
     let map = |t: gpuscope::Result<gpuscope::model::trace::TraceFile>| {
         read.fetch_add(1, Ordering::Relaxed);

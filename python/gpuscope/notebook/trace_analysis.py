@@ -52,7 +52,10 @@ class TraceAnalysis:
     ``trace_files`` (``{rank: path}``, paths relative to ``trace_dir``).
 
     Unlike HTA, a rank is read from ``distributedInfo`` however the JSON is spaced,
-    and a directory's file that is not a trace is skipped rather than fatal."""
+    a directory's file that is not a trace is skipped rather than fatal, and the copies
+    of traces gpuscope writes (``generate_trace_with_counters``, the overlays) are left
+    out of a directory: each opens with ``gpuscopeCopyOf``, the name of the trace it
+    copies. Named in ``trace_files``, a copy is read as a trace."""
 
     def __init__(
         self,
@@ -632,9 +635,9 @@ class TraceAnalysis:
         ``get_queue_length_time_series`` and ``get_memory_bw_time_series``, at the times
         of this analysis' clock (whole µs with ``hta_compat``, as HTA's). ``time_series``
         chooses (default: both). The copy's name is the trace's with ``output_suffix``
-        before its ``.json`` (``rank0_with_counters.json.gz``); it is a trace of the same
-        rank, so a later ``TraceAnalysis`` of the directory reads it as a second trace
-        of that rank. A rank with neither series gets no file, and a warning.
+        before its ``.json`` (``rank0_with_counters.json.gz``); a later ``TraceAnalysis``
+        of the directory leaves it out (it would be a second trace of the rank). A rank
+        with neither series gets no file, and a warning.
 
         Unlike HTA, every value of the trace is copied as written (HTA reads them into
         Python floats, which round nanosecond times), a copy is gzipped only when its name

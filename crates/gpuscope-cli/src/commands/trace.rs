@@ -87,8 +87,10 @@ pub fn run(args: TraceArgs) -> Result<(), Failure> {
 /// written out before the next, so that thousands of ranks hold a few traces and their
 /// summaries at a time; a file that is not a usable trace is named on stderr.
 fn directory(args: &TraceArgs, clock: Clock) -> Result<(), Failure> {
+    let listing = trace_files(&args.path)?;
+    left_out(&listing.copies);
     let ranks = Ranks {
-        files: trace_files(&args.path)?,
+        files: listing.files,
         clock,
         top: args.top,
         unusable: RefCell::new(None),
@@ -178,7 +180,9 @@ fn export(traces: &[TraceFile], format: TableFormat, dir: &Path) -> Result<(), F
 fn write_summaries(path: &Path, clock: Clock, dir: &Path) -> Result<(), Failure> {
     create_dir(dir)?;
     let files = if path.is_dir() {
-        trace_files(path)?
+        let listing = trace_files(path)?;
+        left_out(&listing.copies);
+        listing.files
     } else {
         vec![(path.to_path_buf(), 0)]
     };
@@ -211,11 +215,20 @@ fn write_summaries(path: &Path, clock: Clock, dir: &Path) -> Result<(), Failure>
     Ok(())
 }
 
-/// The traces at `path`; files of a directory that are not traces are named on stderr.
+/// The traces at `path`; files of a directory that are not traces, and copies of traces
+/// gpuscope wrote there, are named on stderr.
 fn load(path: &Path) -> Result<Vec<TraceFile>, Failure> {
     let loaded = load_traces(path, &mut output::progress("reading"))?;
     for why in &loaded.skipped {
         eprintln!("skipped {why}");
     }
+    left_out(&loaded.copies);
     Ok(loaded.traces)
+}
+
+/// Names on stderr the copies of traces a directory's listing left out.
+fn left_out(copies: &[String]) {
+    for copy in copies {
+        eprintln!("left out {copy}");
+    }
 }

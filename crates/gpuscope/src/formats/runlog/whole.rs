@@ -51,6 +51,8 @@ pub fn read_run(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<RunRe
     if !sources.files(Source::Trace).is_empty() {
         let dir = path.join("profiler_traces");
         match load_traces(&dir, progress) {
+            // Copies gpuscope wrote there (overlays, counters) hold nothing new: left out
+            // without a word.
             Ok(loaded) => {
                 run.traces = loaded.traces;
                 for why in loaded.skipped {

@@ -1,6 +1,6 @@
 //! Reads one trace file, or every trace file of a directory (one per rank) in parallel.
 
-use super::read::{peek_rank, rank_in_name, read_trace};
+use super::read::{peek_head, rank_in_name, read_trace, Head};
 use crate::model::trace::TraceFile;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
@@ -94,14 +94,28 @@ pub struct Loaded {
     pub traces: Vec<TraceFile>,
     /// `path: why` for each file of the directory that is not a usable trace.
     pub skipped: Vec<String>,
+    /// `path: what` for each copy of a trace that gpuscope wrote into the directory,
+    /// left out (see [`Listing::copies`]).
+    pub copies: Vec<String>,
+}
+
+/// A directory's trace files, and the copies of traces gpuscope wrote there.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// The trace files with their sizes, in rank order.
+    pub files: Vec<Listed>,
+    /// `path: what` for each copy of a trace that gpuscope wrote (an overlay, a trace with
+    /// counters, marked by its first member): a second trace of a rank already there,
+    /// which would be counted twice. Left out; read by its own path, it is a trace.
+    pub copies: Vec<String>,
 }
 
 /// The files of the directory `path` (and its subdirectories) named like traces
 /// (`*.json`, `*.json.gz`), with their sizes, in rank order (`distributedInfo.rank`, else
-/// the rank in the file's name: `rank2` before `rank10`), then by path; fails when there
-/// are none.
-pub fn trace_files(path: &Path) -> Result<Vec<Listed>> {
-    let mut files: Vec<Listed> = walkdir::WalkDir::new(path)
+/// the rank in the file's name: `rank2` before `rank10`), then by path, and apart from
+/// them the copies gpuscope wrote; fails when there are no traces.
+pub fn trace_files(path: &Path) -> Result<Listing> {
+    let mut listed: Vec<(Listed, Head)> = walkdir::WalkDir::new(path)
         .max_depth(2)
         .follow_links(true)
         .into_iter()
@@ -109,19 +123,32 @@ pub fn trace_files(path: &Path) -> Result<Vec<Listed>> {
         .filter(|e| e.file_type().is_file() && is_trace_file_name(&e.file_name().to_string_lossy()))
         .map(|e| {
             let size = e.metadata().map_or(0, |m| m.len());
-            (e.into_path(), size)
+            let head = peek_head(e.path());
+            ((e.into_path(), size), head)
         })
         .collect();
-    files.sort_by_cached_key(|(path, _)| {
-        (peek_rank(path).or_else(|| rank_in_name(path)), path.clone())
+    listed.sort_by_cached_key(|((path, _), head)| {
+        (head.rank.or_else(|| rank_in_name(path)), path.clone())
     });
-    if files.is_empty() {
-        return Err(Error::bad_input(
-            path,
-            "no trace files (*.json, *.json.gz) in this directory",
-        ));
+    let mut listing = Listing::default();
+    for (file, head) in listed {
+        match head.copy_of {
+            Some(source) => listing.copies.push(format!(
+                "{}: a copy of {source} that gpuscope wrote; give its own path to read it",
+                file.0.display()
+            )),
+            None => listing.files.push(file),
+        }
     }
-    Ok(files)
+    if listing.files.is_empty() {
+        let what = if listing.copies.is_empty() {
+            "no trace files (*.json, *.json.gz) in this directory"
+        } else {
+            "only copies of traces that gpuscope wrote in this directory; give one's own path to read it"
+        };
+        return Err(Error::bad_input(path, what));
+    }
+    Ok(listing)
 }
 
 /// The trace at `path`, or every trace in the directory `path`. A directory's file that is
@@ -136,12 +163,15 @@ pub fn load_traces(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Lo
                 path: path.to_path_buf(),
                 trace,
             }],
-            skipped: Vec::new(),
+            ..Loaded::default()
         });
     }
-    let files = trace_files(path)?;
+    let Listing { files, copies } = trace_files(path)?;
     let total = files.iter().map(|(_, size)| size).sum();
-    let mut loaded = Loaded::default();
+    let mut loaded = Loaded {
+        copies,
+        ..Loaded::default()
+    };
     let mut first_error = None;
     let mut done = 0;
     map_traces(&files, &|trace| trace, &mut |(_, size), trace| {

@@ -7,8 +7,10 @@
 //! Every value is copied as the bytes it was written as, so nothing is lost: Python's
 //! `json` would read a microsecond time of 19 digits (`1712195495519689.047`, a
 //! nanosecond-resolution trace) into a float and write `1712195495519689.0`. What
-//! changes: the whitespace between members, a leading byte-order mark (dropped), and
-//! member names, written back from their decoded text (`"\u0041"` becomes `"A"`).
+//! changes: the whitespace between members, a leading byte-order mark (dropped),
+//! member names, written back from their decoded text (`"\u0041"` becomes `"A"`), and a
+//! first member, `"gpuscopeCopyOf": "<the source's file name>"`, by which a directory's
+//! listing tells the copy from a second trace of its rank.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -21,7 +23,7 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::read::text_of;
+use super::read::{text_of, COPY_OF};
 use super::split::{SplitError, Splitter};
 use crate::error::{Error, Result};
 use crate::model::trace::{CounterSample, FlowArrow};
@@ -51,6 +53,9 @@ pub struct Overlay<'a> {
 pub fn write_overlay(source: &Path, target: &Path, overlay: &Overlay<'_>) -> Result<()> {
     let file = File::open(source).map_err(|e| Error::io(source, e))?;
     let mut splitter = Splitter::new(text_of(source, file)?);
+    let copy_of = source
+        .file_name()
+        .map_or_else(|| source.to_string_lossy(), |name| name.to_string_lossy());
     let mut partial = target.as_os_str().to_owned();
     partial.push(".partial");
     let partial = PathBuf::from(partial);
@@ -61,13 +66,13 @@ pub fn write_overlay(source: &Path, target: &Path, overlay: &Overlay<'_>) -> Res
         // 0.2–0.3 s in bench_notebook.py).
         let level = flate2::Compression::default();
         let mut gz = BufWriter::new(flate2::write::GzEncoder::new(out, level));
-        copy_document(&mut splitter, &mut gz, overlay).and_then(|()| {
+        copy_document(&mut splitter, &mut gz, overlay, &copy_of).and_then(|()| {
             let gz = gz.into_inner().map_err(|e| e.into_error())?;
             Ok(gz.finish()?.into_inner().map_err(|e| e.into_error())?)
         })
     } else {
         let mut out = out;
-        copy_document(&mut splitter, &mut out, overlay)
+        copy_document(&mut splitter, &mut out, overlay, &copy_of)
             .and_then(|()| Ok(out.into_inner().map_err(|e| e.into_error())?))
     };
     let renamed = written.and_then(|file| {
@@ -102,14 +107,21 @@ impl From<io::Error> for Failure {
     }
 }
 
+/// The document with `overlay` applied, its first member [`COPY_OF`] naming `copy_of`
+/// (a directory's listing leaves the copy out: it is a second trace of its rank). The
+/// source's own mark, when it is a copy itself, gives way to this one.
 fn copy_document<R: io::Read>(
     s: &mut Splitter<R>,
     out: &mut dyn Write,
     overlay: &Overlay<'_>,
+    copy_of: &str,
 ) -> std::result::Result<(), Failure> {
     s.skip_bom()?;
     s.expect(b'{')?;
     out.write_all(b"{")?;
+    serde_json::to_writer(&mut *out, COPY_OF).map_err(io::Error::from)?;
+    out.write_all(b":")?;
+    serde_json::to_writer(&mut *out, copy_of).map_err(io::Error::from)?;
     let mut raw = Vec::new();
     // Counted across every `traceEvents` array, as the reader counts them.
     let mut position = 0u32;
@@ -118,19 +130,24 @@ fn copy_document<R: io::Read>(
     if s.peek()? != Some(b'}') {
         loop {
             let key = s.key()?;
-            serde_json::to_writer(&mut *out, &key).map_err(io::Error::from)?;
-            out.write_all(b":")?;
-            if key == "traceEvents" && s.peek()? == Some(b'[') {
-                copy_events(s, out, overlay, &mut position, &mut to_append, &mut flows)?;
-            } else {
+            if key == COPY_OF {
                 raw.clear();
                 s.value(&mut raw)?;
-                out.write_all(&raw)?;
+            } else {
+                out.write_all(b",")?;
+                serde_json::to_writer(&mut *out, &key).map_err(io::Error::from)?;
+                out.write_all(b":")?;
+                if key == "traceEvents" && s.peek()? == Some(b'[') {
+                    copy_events(s, out, overlay, &mut position, &mut to_append, &mut flows)?;
+                } else {
+                    raw.clear();
+                    s.value(&mut raw)?;
+                    out.write_all(&raw)?;
+                }
             }
             if !s.next_or_close(b'}')? {
                 break;
             }
-            out.write_all(b",")?;
         }
     } else {
         s.expect(b'}')?;

@@ -334,30 +334,53 @@ pub(super) fn text_of<'a>(path: &Path, file: impl Read + 'a) -> Result<Box<dyn R
     })
 }
 
-/// The trace's `distributedInfo.rank`, read from the members before `traceEvents` (where
-/// Kineto writes it) without reading the events; `None` when it is not there.
-pub fn peek_rank(path: &Path) -> Option<u32> {
-    let file = File::open(path).ok()?;
-    let mut s = Splitter::new(text_of(path, file).ok()?);
-    s.skip_bom().ok()?;
-    s.expect(b'{').ok()?;
+/// What the members before `traceEvents` say of a trace file, read without its events:
+/// what a directory listing needs.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Head {
+    /// `distributedInfo.rank`, where Kineto writes it.
+    pub rank: Option<u32>,
+    /// The file name of the trace this file is a copy of (`gpuscopeCopyOf`), when
+    /// gpuscope wrote it: an overlay, a trace with counters.
+    pub copy_of: Option<String>,
+}
+
+/// The member gpuscope writes first into every copy of a trace it writes.
+pub const COPY_OF: &str = "gpuscopeCopyOf";
+
+/// The [`Head`] of the trace at `path`; empty when it cannot be read.
+pub fn peek_head(path: &Path) -> Head {
+    let mut head = Head::default();
+    let Ok(file) = File::open(path) else {
+        return head;
+    };
+    let Ok(text) = text_of(path, file) else {
+        return head;
+    };
+    let mut s = Splitter::new(text);
+    if s.skip_bom().and_then(|()| s.expect(b'{')).is_err() {
+        return head;
+    }
     let mut raw = Vec::new();
-    loop {
-        let key = s.key().ok()?;
-        if key == "traceEvents" {
-            return None;
-        }
+    while let Ok(key) = s.key() {
         raw.clear();
-        s.value(&mut raw).ok()?;
-        if key == "distributedInfo" {
-            return serde_json::from_slice::<DistributedInfo>(&raw)
-                .ok()
-                .and_then(|info| info.rank());
+        if key == "traceEvents" || s.value(&mut raw).is_err() {
+            break;
         }
-        if !s.next_or_close(b'}').ok()? {
-            return None;
+        match key.as_str() {
+            "distributedInfo" => {
+                head.rank = serde_json::from_slice::<DistributedInfo>(&raw)
+                    .ok()
+                    .and_then(|info| info.rank());
+            }
+            COPY_OF => head.copy_of = serde_json::from_slice(&raw).ok(),
+            _ => {}
+        }
+        if !matches!(s.next_or_close(b'}'), Ok(true)) {
+            break;
         }
     }
+    head
 }
 
 /// `rank3`, `rank-3`, `rank_3` in the file name → 3.

@@ -18,7 +18,7 @@ pub fn read_summaries<T>(
     if !path.is_dir() {
         return Ok(None);
     }
-    let files = trace_files(path)?;
+    let files = trace_files(path)?.files;
     if files.iter().any(|(_, size)| *size > max_bytes) {
         return Ok(None);
     }
