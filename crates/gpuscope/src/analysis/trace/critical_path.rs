@@ -20,7 +20,8 @@
 //!   from the call's start, weighted by the time between; else the gap after its
 //!   stream's previous work. Where a wait held it up, the launch edge or the edge from
 //!   the previous work is kept without weight. Work the window did not launch that an
-//!   edge comes from (launched before it) joins the graph with its span;
+//!   edge comes from (launched before it) joins the graph with its span from the
+//!   window's start on;
 //! - into the end of a blocking call (a device or stream synchronisation, a synchronous
 //!   copy, a copy to or from pageable memory), from the end of the GPU work it waited
 //!   for, weighted by the time the call took to return after that (CPU time); the
@@ -95,7 +96,8 @@ pub struct Node {
     pub event: usize,
     /// Its start (else its end).
     pub start: bool,
-    /// When, ns.
+    /// When, ns: for work launched before the window, which ends in it, its start is
+    /// taken as the window's.
     pub at: i64,
 }
 
@@ -422,6 +424,8 @@ struct Graph<'t> {
     all_by_end: Vec<usize>,
     /// The call that launched each piece of work.
     call_of: FxHashMap<usize, usize>,
+    /// The window's start: work the window did not launch counts from there.
+    from: i64,
     backwards: usize,
 }
 
@@ -473,6 +477,7 @@ impl<'t> Graph<'t> {
             all_by_start,
             all_by_end,
             call_of,
+            from,
             backwards: 0,
         };
         let work = std::mem::take(&mut g.work);
@@ -690,14 +695,18 @@ impl<'t> Graph<'t> {
         })
     }
 
-    /// Adds work the window did not launch, if not there yet: its span, reached by no
-    /// edge (what came before it is outside the window).
+    /// Adds work the window did not launch, if not there yet: its span from the window's
+    /// start on (what ran before is another window's time), reached by no edge (what came
+    /// before it is outside the window).
     fn add_outside(&mut self, w: usize) {
         if self.start_of.contains_key(&w) {
             return;
         }
         self.add_nodes(w);
-        self.add(self.start(w), self.end(w), EdgeKind::Operator, Some(w));
+        let start = self.start(w);
+        let at = &mut self.nodes[start as usize].at;
+        *at = (*at).max(self.from);
+        self.add(start, self.end(w), EdgeKind::Operator, Some(w));
     }
 
     /// The work that ran before each piece of work of the graph on its stream, in the
@@ -995,10 +1004,11 @@ mod tests {
             (Kernel, "next", 810, 10, 7, 2),
         ]);
         let cp = critical_path(&t, window(&t, "ProfilerStep", 0, 0).unwrap()).unwrap();
-        // "next" waited for "long", launched before the window, whose whole span counts.
-        assert_eq!(total(&cp), 810);
+        // "next" waited for "long", launched before the window, whose span in the window
+        // counts: the path is the window's 720 from its start to the end of "next".
+        assert_eq!(total(&cp), 720);
         let bounds = by_bound(&t, &cp);
-        assert_eq!(bounds[&Bound::GpuCompute], 810);
+        assert_eq!(bounds[&Bound::GpuCompute], 720);
         assert!(!bounds.contains_key(&Bound::KernelLaunchOverhead));
     }
 
@@ -1014,11 +1024,12 @@ mod tests {
             (Kernel, "last", 1900, 90, 7, 2),
         ]);
         let cp = critical_path(&t, window(&t, "ProfilerStep", 0, 0).unwrap()).unwrap();
-        // The thread was busy for 2000: the path is no shorter, and the sync's wait is
-        // the kernels' time.
-        assert_eq!(total(&cp), 2090);
+        // The thread was busy for the whole window of 2000: the path is no shorter and,
+        // as the kernel queued before counts from the window's start, no longer; the
+        // sync's wait is the kernels' time.
+        assert_eq!(total(&cp), 2000);
         let bounds = by_bound(&t, &cp);
-        assert_eq!(bounds[&Bound::GpuCompute], 1980);
+        assert_eq!(bounds[&Bound::GpuCompute], 1890);
         assert_eq!(bounds[&Bound::Cpu], 110);
     }
 
