@@ -321,49 +321,63 @@ fn write_flow(
     start: bool,
     track: &Track,
 ) -> io::Result<()> {
-    let (ph, bind) = if start {
-        ("s", "")
-    } else {
-        ("f", r#","bp":"e""#)
-    };
-    write!(out, r#"{{"ph":"{ph}","id":{id},"pid":"#)?;
-    out.write_all(&track.pid)?;
-    out.write_all(br#","tid":"#)?;
-    out.write_all(&track.tid)?;
-    write!(out, r#","ts":{}{bind},"cat":"#, micros_text(at))?;
-    serde_json::to_writer(&mut *out, arrow.cat)?;
-    write!(out, r#","name":"#)?;
-    serde_json::to_writer(&mut *out, arrow.name)?;
-    write!(
-        out,
-        r#","args":{{"weight":{},"critical":{}}}}}"#,
-        micros_text(arrow.weight),
-        arrow.critical
-    )
+    let (id, ts, weight) = (id.to_string(), micros_text(at), micros_text(arrow.weight));
+    let (cat, name) = (json(arrow.cat)?, json(arrow.name)?);
+    let mut args = Vec::new();
+    let critical = if arrow.critical { "true" } else { "false" };
+    write_object(
+        &mut args,
+        [
+            ("weight", weight.as_bytes()),
+            ("critical", critical.as_bytes()),
+        ]
+        .into_iter(),
+    )?;
+    let ph: &[u8] = if start { br#""s""# } else { br#""f""# };
+    let bind = (!start).then_some(("bp", &br#""e""#[..]));
+    let members = [
+        ("ph", ph),
+        ("id", id.as_bytes()),
+        ("pid", &track.pid),
+        ("tid", &track.tid),
+        ("ts", ts.as_bytes()),
+    ];
+    let rest = [("cat", &cat[..]), ("name", &name), ("args", &args)];
+    write_object(out, members.into_iter().chain(bind).chain(rest))
 }
 
 /// `sample` as a counter event (`"ph": "C"`), its time in µs to the nanosecond.
 fn write_counter(out: &mut dyn Write, sample: &CounterSample) -> io::Result<()> {
-    let id = sample
-        .id
-        .map(|id| format!(r#","id":{id}"#))
-        .unwrap_or_default();
     // JSON has no infinity or NaN.
     let value = if sample.value.is_finite() {
         sample.value.to_string()
     } else {
         "null".to_owned()
     };
-    write!(out, r#"{{"ph":"C","name":"#)?;
-    serde_json::to_writer(&mut *out, &sample.track)?;
-    write!(
+    let mut args = Vec::new();
+    write_object(&mut args, [(sample.counter, value.as_bytes())].into_iter())?;
+    let (name, pid, ts) = (
+        json(&sample.track)?,
+        sample.pid.to_string(),
+        micros_text(sample.at),
+    );
+    let id = sample.id.map(|id| id.to_string());
+    let members = [
+        ("ph", &br#""C""#[..]),
+        ("name", &name),
+        ("pid", pid.as_bytes()),
+        ("ts", ts.as_bytes()),
+    ];
+    let id = id.as_deref().map(|id| ("id", id.as_bytes()));
+    write_object(
         out,
-        r#","pid":{},"ts":{}{id},"args":{{"#,
-        sample.pid,
-        micros_text(sample.at)
-    )?;
-    serde_json::to_writer(&mut *out, sample.counter)?;
-    write!(out, ":{value}}}}}")
+        members.into_iter().chain(id).chain([("args", &args[..])]),
+    )
+}
+
+/// `value` as JSON text.
+fn json<T: serde::Serialize + ?Sized>(value: &T) -> io::Result<Vec<u8>> {
+    Ok(serde_json::to_vec(value)?)
 }
 
 fn empty_object() -> &'static RawValue {
