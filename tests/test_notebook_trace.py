@@ -822,7 +822,8 @@ def test_trace_with_counters_choices_and_names(tmp_path: Path) -> None:
 def test_copies_written_into_the_trace_directory_are_not_read_back(tmp_path: Path) -> None:
     """The copies ``generate_trace_with_counters`` and the critical-path overlay write
     into the trace directory are left out when it is read again (not a second trace of
-    the rank), and named on their own they read as the trace they copy."""
+    the rank); named on their own, or in a directory without their trace, they read as
+    a trace."""
     name = "alexnet_single_gpu.json.gz"
     d = Path(trace_dir(tmp_path, [name]))
     first = gpuscope.TraceAnalysis(trace_dir=str(d))
@@ -836,6 +837,12 @@ def test_copies_written_into_the_trace_directory_are_not_read_back(tmp_path: Pat
     copy = name.replace(".json", "_with_counters.json")
     alone = gpuscope.TraceAnalysis(trace_files={0: copy}, trace_dir=str(d))
     pd.testing.assert_frame_equal(alone.get_temporal_breakdown(visualize=False), before)
+    # Without its trace beside it (an overlay in a directory of its own), a copy is the
+    # rank's trace.
+    out = tmp_path / "overlays"
+    first.overlay_critical_path_analysis(0, graph, str(out))
+    apart = gpuscope.TraceAnalysis(trace_dir=str(out)).get_temporal_breakdown(visualize=False)
+    assert list(apart["rank"]) == [0]
 
 
 def test_counters_on_the_exact_clock_keep_nanoseconds(tmp_path: Path) -> None:

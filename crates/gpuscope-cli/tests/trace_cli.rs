@@ -531,6 +531,30 @@ fn copies_gpuscope_wrote_into_a_directory_are_left_out_and_named() {
     ]);
     success(&out, "an export of a directory with a copy");
     assert!(stderr_of(&out).contains(&said), "{}", stderr_of(&out));
+    // The tables are those of the two traces alone.
+    let without = tempfile::tempdir().unwrap();
+    for name in ["sampled_rank0.json.gz", "sampled_rank1.json.gz"] {
+        std::os::unix::fs::symlink(dir.path().join(name), without.path().join(name)).unwrap();
+    }
+    let plain = tempfile::tempdir().unwrap();
+    success(
+        &trace([
+            without.path().as_os_str(),
+            "--export".as_ref(),
+            "csv".as_ref(),
+            "-o".as_ref(),
+            plain.path().as_os_str(),
+        ]),
+        "an export of the traces alone",
+    );
+    for table in ["kernels.csv", "operators.csv"] {
+        let (a, b) = (tables.path().join(table), plain.path().join(table));
+        assert_eq!(
+            std::fs::read(&a).unwrap(),
+            std::fs::read(&b).unwrap(),
+            "{table}"
+        );
+    }
     // Named on its own, the copy is a trace of rank 1.
     let doc = json_doc(
         &trace([copy.as_os_str(), "--format".as_ref(), "json".as_ref()]),

@@ -257,11 +257,29 @@ fn a_copy_names_its_source_and_a_directory_leaves_it_out() {
     assert_eq!((a.rank, a.events.len()), (b.rank, b.events.len()));
     assert_eq!(a.rank, 1);
 
-    // A directory of copies alone holds no trace to read.
+    // Without its trace, the copy is the rank's trace; the copy of it is still left out.
     std::fs::remove_file(&source).unwrap();
-    let err = trace_files(dir.path()).unwrap_err().to_string();
+    let listing = trace_files(dir.path()).unwrap();
+    let files: Vec<_> = listing.files.iter().map(|(p, _)| p.clone()).collect();
+    assert_eq!(files, std::slice::from_ref(&copy));
+    assert_eq!(listing.copies.len(), 1, "{:?}", listing.copies);
+    assert!(listing.copies[0].starts_with(&again.display().to_string()));
+
+    // A copy that names itself (renamed to its trace's name) is a trace; two copies that
+    // name each other leave nothing to read.
+    let alone = tempfile::tempdir().unwrap();
+    let renamed = alone.path().join("rank1_with_counters.json.gz");
+    std::fs::copy(&copy, &renamed).unwrap();
+    std::fs::rename(&renamed, alone.path().join("rank1.json.gz")).unwrap();
+    let listing = trace_files(alone.path()).unwrap();
+    assert_eq!((listing.files.len(), listing.copies.len()), (1, 0));
+    let (a, b) = (alone.path().join("a.json"), alone.path().join("b.json"));
+    std::fs::write(&a, r#"{"gpuscopeCopyOf": "b.json", "traceEvents": []}"#).unwrap();
+    std::fs::write(&b, r#"{"gpuscopeCopyOf": "a.json", "traceEvents": []}"#).unwrap();
+    std::fs::remove_file(alone.path().join("rank1.json.gz")).unwrap();
+    let err = trace_files(alone.path()).unwrap_err().to_string();
     assert!(
-        err.contains("only copies of traces that gpuscope wrote"),
+        err.contains("only copies gpuscope wrote of one another"),
         "{err}"
     );
 }

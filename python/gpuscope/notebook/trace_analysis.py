@@ -54,8 +54,9 @@ class TraceAnalysis:
     Unlike HTA, a rank is read from ``distributedInfo`` however the JSON is spaced,
     a directory's file that is not a trace is skipped rather than fatal, and the copies
     of traces gpuscope writes (``generate_trace_with_counters``, the overlays) are left
-    out of a directory: each opens with ``gpuscopeCopyOf``, the name of the trace it
-    copies. Named in ``trace_files``, a copy is read as a trace."""
+    out of a directory that holds the trace they copy: each opens with
+    ``gpuscopeCopyOf``, the name of that trace. Named in ``trace_files``, or without its
+    trace beside it, a copy is read as a trace."""
 
     def __init__(
         self,

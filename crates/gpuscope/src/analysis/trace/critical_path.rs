@@ -703,9 +703,9 @@ impl<'t> Graph<'t> {
             return;
         }
         self.add_nodes(w);
-        let start = self.start(w);
+        let (start, end) = (self.start(w), self.trace.events.end(w));
         let at = &mut self.nodes[start as usize].at;
-        *at = (*at).max(self.from);
+        *at = (*at).max(self.from).min(end);
         self.add(start, self.end(w), EdgeKind::Operator, Some(w));
     }
 

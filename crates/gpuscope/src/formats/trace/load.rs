@@ -3,7 +3,9 @@
 use super::read::{peek_head, rank_in_name, read_trace, Head};
 use crate::model::trace::TraceFile;
 use crate::{Error, Result};
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -105,15 +107,17 @@ pub struct Listing {
     /// The trace files with their sizes, in rank order.
     pub files: Vec<Listed>,
     /// `path: what` for each copy of a trace that gpuscope wrote (an overlay, a trace with
-    /// counters, marked by its first member): a second trace of a rank already there,
-    /// which would be counted twice. Left out; read by its own path, it is a trace.
+    /// counters, marked by its first member) whose trace is listed too: a second trace
+    /// of that rank, which would be counted twice. Left out; read by its own path, it is
+    /// a trace. A copy whose trace is not there (an overlay in a directory of its own) is
+    /// listed as a trace.
     pub copies: Vec<String>,
 }
 
 /// The files of the directory `path` (and its subdirectories) named like traces
 /// (`*.json`, `*.json.gz`), with their sizes, in rank order (`distributedInfo.rank`, else
 /// the rank in the file's name: `rank2` before `rank10`), then by path, and apart from
-/// them the copies gpuscope wrote; fails when there are no traces.
+/// them the copies gpuscope wrote of traces listed; fails when there are no traces.
 pub fn trace_files(path: &Path) -> Result<Listing> {
     let mut listed: Vec<(Listed, Head)> = walkdir::WalkDir::new(path)
         .max_depth(2)
@@ -130,9 +134,22 @@ pub fn trace_files(path: &Path) -> Result<Listing> {
     listed.sort_by_cached_key(|((path, _), head)| {
         (head.rank.or_else(|| rank_in_name(path)), path.clone())
     });
+    // How many files of each name are listed: a copy is left out when another file
+    // has the name it names (a copy of a copy, when the first copy is listed, whether
+    // that one is left out or not).
+    let mut names: FxHashMap<OsString, usize> = FxHashMap::default();
+    for ((path, _), _) in &listed {
+        if let Some(name) = path.file_name() {
+            *names.entry(name.to_owned()).or_default() += 1;
+        }
+    }
     let mut listing = Listing::default();
     for (file, head) in listed {
-        match head.copy_of {
+        let source = head.copy_of.filter(|source| {
+            let own = file.0.file_name() == Some(OsStr::new(source));
+            names.get(OsStr::new(source)).copied().unwrap_or(0) > usize::from(own)
+        });
+        match source {
             Some(source) => listing.copies.push(format!(
                 "{}: a copy of {source} that gpuscope wrote; give its own path to read it",
                 file.0.display()
@@ -141,10 +158,11 @@ pub fn trace_files(path: &Path) -> Result<Listing> {
         }
     }
     if listing.files.is_empty() {
+        // Only copies that name each other.
         let what = if listing.copies.is_empty() {
             "no trace files (*.json, *.json.gz) in this directory"
         } else {
-            "only copies of traces that gpuscope wrote in this directory; give one's own path to read it"
+            "only copies gpuscope wrote of one another's traces; give one's own path to read it"
         };
         return Err(Error::bad_input(path, what));
     }

@@ -130,18 +130,19 @@ fn copy_document<R: io::Read>(
     if s.peek()? != Some(b'}') {
         loop {
             let key = s.key()?;
-            if key == COPY_OF {
+            let events = key == "traceEvents" && s.peek()? == Some(b'[');
+            if !events {
                 raw.clear();
                 s.value(&mut raw)?;
-            } else {
+            }
+            // The source's own mark, if it is a copy, is left out.
+            if key != COPY_OF {
                 out.write_all(b",")?;
                 serde_json::to_writer(&mut *out, &key).map_err(io::Error::from)?;
                 out.write_all(b":")?;
-                if key == "traceEvents" && s.peek()? == Some(b'[') {
+                if events {
                     copy_events(s, out, overlay, &mut position, &mut to_append, &mut flows)?;
                 } else {
-                    raw.clear();
-                    s.value(&mut raw)?;
                     out.write_all(&raw)?;
                 }
             }

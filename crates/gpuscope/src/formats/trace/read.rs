@@ -107,9 +107,7 @@ fn read_document<R: Read>(
             "distributedInfo" => {
                 let mut raw = Vec::new();
                 s.value(&mut raw).map_err(text)?;
-                found.rank = serde_json::from_slice::<DistributedInfo>(&raw)
-                    .ok()
-                    .and_then(|info| info.rank());
+                found.rank = DistributedInfo::rank_in(&raw);
             }
             "baseTimeNanoseconds" => {
                 let mut raw = Vec::new();
@@ -369,9 +367,7 @@ pub fn peek_head(path: &Path) -> Head {
         }
         match key.as_str() {
             "distributedInfo" => {
-                head.rank = serde_json::from_slice::<DistributedInfo>(&raw)
-                    .ok()
-                    .and_then(|info| info.rank());
+                head.rank = DistributedInfo::rank_in(&raw);
             }
             COPY_OF => head.copy_of = serde_json::from_slice(&raw).ok(),
             _ => {}
@@ -427,8 +423,11 @@ struct DistributedInfo {
 }
 
 impl DistributedInfo {
-    fn rank(&self) -> Option<u32> {
-        self.rank.as_ref()?.as_u64()?.try_into().ok()
+    /// The rank in `distributedInfo` as written (`raw`), when it is a whole number
+    /// that fits.
+    fn rank_in(raw: &[u8]) -> Option<u32> {
+        let info: DistributedInfo = serde_json::from_slice(raw).ok()?;
+        info.rank?.as_u64()?.try_into().ok()
     }
 }
 
