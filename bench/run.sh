@@ -3,7 +3,7 @@
 # Options: BENCH_WRITE_ARGS / BENCH_READ_ARGS / BENCH_MEMORY_ARGS / BENCH_REPORT_ARGS /
 # BENCH_TRACE_ARGS / BENCH_SNAPSHOT_ARGS / BENCH_SNAPSHOT_HTML_ARGS / BENCH_SECTIONS_ARGS /
 # BENCH_GRADIENTS_ARGS / BENCH_HOOKS_ARGS / BENCH_NOTEBOOK_ARGS / BENCH_CRITICAL_PATH_ARGS /
-# BENCH_RANKS_ARGS / BENCH_CONSOLE_ARGS (passed to each script), e.g.
+# BENCH_MEMORY_TIMELINE_ARGS / BENCH_RANKS_ARGS / BENCH_CONSOLE_ARGS (passed to each script), e.g.
 #   BENCH_WRITE_ARGS="--n 50000 --repeat 3" bench/run.sh
 set -euo pipefail
 
@@ -66,5 +66,6 @@ if ! "$hta_pandas2_venv/bin/python" -c 'import hta' 2>/dev/null; then
     "$hta_pandas2_venv/bin/python" -m pip install --quiet "$hta_package" "pandas==2.2.3" "numpy<2"
 fi
 bench bench_critical_path.py BENCH_CRITICAL_PATH_ARGS --hta-python "$hta_pandas2_venv/bin/python"
+bench bench_memory_timeline.py BENCH_MEMORY_TIMELINE_ARGS
 bench bench_ranks.py BENCH_RANKS_ARGS
 bench bench_console.py BENCH_CONSOLE_ARGS

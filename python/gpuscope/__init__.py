@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from gpuscope.memory.snapshots import oom_guard
     from gpuscope.notebook import (
         DeviceType,
+        MemoryAnalysis,
         Run,
         Snapshot,
         TimeSeriesTypes,
@@ -51,6 +52,7 @@ _LAZY = {
     "find_nonfinite": "gpuscope.health.nonfinite",
     # The notebook classes: pandas (imported when they are first used).
     "TraceAnalysis": "gpuscope.notebook",
+    "MemoryAnalysis": "gpuscope.notebook",
     "Run": "gpuscope.notebook",
     "Snapshot": "gpuscope.notebook",
     "TraceDiff": "gpuscope.notebook",
@@ -76,6 +78,7 @@ __all__ = [
     "EventWriter",
     "GpuscopeError",
     "HistogramSummary",
+    "MemoryAnalysis",
     "MemoryProfiler",
     "NonfiniteError",
     "NonfiniteFinding",

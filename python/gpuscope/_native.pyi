@@ -27,6 +27,7 @@ __all__ = [
     "heap_in_use",
     "instances_of",
     "memory_record_keys",
+    "memory_timeline",
     "merge_rank_summaries",
     "rank_summary",
     "read_events",
@@ -196,6 +197,11 @@ def merge_rank_summaries(summaries: list[Any]) -> dict[str, Any]:
 def stragglers(compute_us: list[tuple[int, float]]) -> list[tuple[int, float]]:
     """The stragglers among (rank, compute time µs) pairs by gpuscope's rule: (rank,
     percent over the median), slowest first."""
+
+def memory_timeline(path: str | PathLike[str]) -> dict[str, Any]:
+    """torch.profiler's memory timeline export (raw or coalesced), every moment as
+    columns: ``categories`` (names), ``time_ms`` (little-endian float64 bytes) and
+    ``bytes`` (little-endian int64 bytes, one per category)."""
 
 def analyze_trace(path: str | PathLike[str]) -> dict[str, Any]:
     """The ``gpuscope trace --format json`` document of the trace(s) at ``path``."""

@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
 
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use gpuscope::analysis::memory_timeline::{timeline_columns, TimelineColumns};
 use gpuscope::analysis::trace::classify::KernelType;
 use gpuscope::analysis::trace::counter_tracks::{counter_samples, Tracks};
 use gpuscope::analysis::trace::critical_path::{
@@ -28,7 +30,8 @@ use gpuscope::analysis::trace::temporal::temporal;
 use gpuscope::formats::trace::overlay::{write_overlay, Overlay};
 use gpuscope::render::trace as render;
 use gpuscope::{
-    analyze_traces, load_traces, write_file, Clock, Format, Render, TraceAnalysis, TraceFile,
+    analyze_traces, is_memory_timeline, load_traces, read_memory_timeline, write_file, Clock,
+    Format, Render, TraceAnalysis, TraceFile,
 };
 
 use crate::error::IntoPy;
@@ -517,6 +520,50 @@ fn write_trace_overlay(
         .py_err()
 }
 
+/// torch.profiler's memory timeline export at `path` (raw or coalesced), every moment as
+/// columns: `categories` (names), then `time_ms` and each category's `bytes` as the
+/// little-endian bytes of float64 and int64 arrays. A raw export holds millions of
+/// events: as Python ints the columns would take several times the file.
+#[pyfunction]
+fn memory_timeline(py: Python<'_>, path: PathBuf) -> PyResult<Py<PyAny>> {
+    let columns = py
+        .detach(|| -> gpuscope::Result<TimelineColumns> {
+            std::fs::metadata(&path).map_err(|e| gpuscope::Error::io(&path, e))?;
+            // A Chrome trace is an object: refused before the whole file is parsed.
+            if !is_memory_timeline(&path) {
+                return Err(gpuscope::Error::bad_input(
+                    &path,
+                    "not a memory timeline of torch.profiler's export_memory_timeline \
+                     (a JSON array)",
+                ));
+            }
+            Ok(timeline_columns(read_memory_timeline(
+                &path,
+                &mut |_, _| {},
+            )?))
+        })
+        .py_err()?;
+    let le = |bytes: Vec<u8>| PyBytes::new(py, &bytes);
+    let out = PyDict::new(py);
+    out.set_item("categories", columns.categories)?;
+    out.set_item(
+        "time_ms",
+        le(columns
+            .time_ms
+            .iter()
+            .flat_map(|t| t.to_le_bytes())
+            .collect()),
+    )?;
+    // Each column is dropped once it is copied: the whole never lives twice.
+    let bytes: Vec<Bound<'_, PyBytes>> = columns
+        .bytes
+        .into_iter()
+        .map(|column| le(column.iter().flat_map(|b| b.to_le_bytes()).collect()))
+        .collect();
+    out.set_item("bytes", bytes)?;
+    Ok(out.into_any().unbind())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(summarize_trace, m)?)?;
     m.add_function(wrap_pyfunction!(rank_summary, m)?)?;
@@ -524,6 +571,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stragglers, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_trace, m)?)?;
     m.add_function(wrap_pyfunction!(write_trace_overlay, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_timeline, m)?)?;
     m.add(
         "STEP_CATEGORIES",
         Category::ALL

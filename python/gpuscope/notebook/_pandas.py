@@ -3,8 +3,9 @@ imports it), and DataFrames built from the columns the engine hands over."""
 
 from __future__ import annotations
 
+import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,24 +28,37 @@ def pandas() -> Any:
     return pd
 
 
-def frame(
-    columns: Mapping[str, Sequence[Any]], dtypes: Mapping[str, str] | None = None
-) -> pd.DataFrame:
-    """A DataFrame of ``columns`` (each a list, handed over whole), cast to ``dtypes``."""
+def frame(columns: Mapping[str, Any], dtypes: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """A DataFrame of ``columns`` (each a list or a NumPy array, handed over whole), cast
+    to ``dtypes``."""
     pd = pandas()
     df = pd.DataFrame(dict(columns))
     return df.astype(dict(dtypes)) if dtypes else df
 
 
-def show(df: pd.DataFrame, title: str, x: str, y: str | list[str], kind: str = "bar") -> None:
-    """Plots ``df`` with plotly when it is installed, else matplotlib; says once when
-    neither is (a plot is never needed for the numbers)."""
+def show(
+    df: pd.DataFrame,
+    title: str,
+    x: str,
+    y: str | list[str],
+    kind: str = "bar",
+    save_as: str | None = None,
+) -> None:
+    """Plots ``df`` (``kind``: bar, line, or stacked area) with plotly when it is
+    installed, else matplotlib; says once when neither is (a plot is never needed for
+    the numbers). With ``save_as``, writes the plot there instead of showing it:
+    ``<save_as>.html`` from plotly (self-contained), ``<save_as>.png`` from matplotlib,
+    making its directory."""
     global _said_no_plotting
     try:
         import plotly.express as px
 
-        plot = px.bar if kind == "bar" else px.line
-        plot(df, x=x, y=y, title=title).show()
+        plot = {"bar": px.bar, "line": px.line, "area": px.area}[kind]
+        figure = plot(df, x=x, y=y, title=title)
+        if save_as is None:
+            figure.show()
+        else:
+            figure.write_html(_made(save_as + ".html"), include_plotlyjs=True)
         return
     except ImportError:
         pass
@@ -52,7 +66,11 @@ def show(df: pd.DataFrame, title: str, x: str, y: str | list[str], kind: str = "
         import matplotlib.pyplot as plt
 
         df.plot(x=x, y=y, kind=kind, title=title)
-        plt.show()
+        if save_as is None:
+            plt.show()
+        else:
+            plt.savefig(_made(save_as + ".png"))
+            plt.close()
         return
     except ImportError:
         pass
@@ -63,3 +81,10 @@ def show(df: pd.DataFrame, title: str, x: str, y: str | list[str], kind: str = "
             "shown (the DataFrames are returned as usual)",
             stacklevel=3,
         )
+
+
+def _made(path: str) -> str:
+    """``path``, its directory made when missing."""
+    if os.path.dirname(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    return path

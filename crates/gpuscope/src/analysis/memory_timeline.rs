@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::model::memory_timeline::{MemoryEvent, MemoryTimeline, CATEGORIES};
+use crate::model::memory_timeline::{MemoryTimeline, CATEGORIES};
 
 /// Points of the timeline.
 const POINTS: usize = 240;
@@ -40,46 +40,78 @@ pub struct CategoryTimeline {
 
 /// The timeline by category, from either export; `None` without any event.
 pub fn category_timeline(timeline: MemoryTimeline) -> Option<CategoryTimeline> {
+    summarise(moments(timeline))
+}
+
+/// Every moment of the timeline, in order (see [`each_moment`]).
+fn moments(timeline: MemoryTimeline) -> Vec<Moment> {
+    let mut moments = Vec::new();
+    each_moment(timeline, &mut |at_ms, bytes| {
+        moments.push(Moment {
+            at_ms,
+            total: bytes.iter().sum(),
+            bytes: bytes.to_vec(),
+        });
+    });
+    moments
+}
+
+/// Every moment of a timeline as columns, for a table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimelineColumns {
+    /// The categories, in the order of `bytes`.
+    pub categories: Vec<&'static str>,
+    /// ms from the first timed event (memory that existed before profiling at 0).
+    pub time_ms: Vec<f64>,
+    /// For each category, its bytes at each moment.
+    pub bytes: Vec<Vec<i64>>,
+}
+
+/// Every moment of the timeline as columns (see [`each_moment`]), built without a list
+/// per moment: a raw export holds millions of events.
+pub fn timeline_columns(timeline: MemoryTimeline) -> TimelineColumns {
+    let mut columns = TimelineColumns {
+        categories: CATEGORIES.to_vec(),
+        time_ms: Vec::new(),
+        bytes: vec![Vec::new(); CATEGORIES.len()],
+    };
+    each_moment(timeline, &mut |at_ms, bytes| {
+        columns.time_ms.push(at_ms);
+        for (column, &b) in columns.bytes.iter_mut().zip(bytes) {
+            column.push(b);
+        }
+    });
+    columns
+}
+
+/// Calls `each` with every moment of the timeline, in order: its time (ms from the first
+/// timed event) and the bytes of each category then. A raw export has a moment after each
+/// event (memory that existed before profiling first, at 0, then by time; a stable sort
+/// keeps the order of each tensor's events at one instant), a coalesced one each row.
+fn each_moment(timeline: MemoryTimeline, each: &mut dyn FnMut(f64, &[i64])) {
     match timeline {
-        MemoryTimeline::Raw(events) => from_events(events),
+        MemoryTimeline::Raw(mut events) => {
+            events.sort_by_key(|e| e.time_ns);
+            let origin = events
+                .iter()
+                .find(|e| e.time_ns >= 0)
+                .map_or(0, |e| e.time_ns);
+            let mut bytes = vec![0i64; CATEGORIES.len()];
+            for e in &events {
+                bytes[e.category as usize] += e.bytes;
+                each((e.time_ns.max(origin) - origin) as f64 / 1e6, &bytes);
+            }
+        }
         MemoryTimeline::Totals { times_us, bytes } => {
             let origin = times_us.first().copied().unwrap_or(0);
-            let moments = times_us
-                .iter()
-                .zip(bytes)
-                .map(|(t, bytes)| Moment {
-                    at_ms: (t - origin) as f64 / 1000.0,
-                    total: bytes.iter().sum(),
-                    bytes,
-                })
-                .collect();
-            summarise(moments, times_us.len())
+            for (t, bytes) in times_us.iter().zip(&bytes) {
+                each((t - origin) as f64 / 1000.0, bytes);
+            }
         }
     }
 }
 
-fn from_events(mut events: Vec<MemoryEvent>) -> Option<CategoryTimeline> {
-    // Pre-existing memory (time -1) first, then by time; a stable sort keeps the order of
-    // each tensor's events at one instant.
-    events.sort_by_key(|e| e.time_ns);
-    let origin = events
-        .iter()
-        .find(|e| e.time_ns >= 0)
-        .map_or(0, |e| e.time_ns);
-    let mut bytes = vec![0i64; CATEGORIES.len()];
-    let mut moments: Vec<Moment> = Vec::with_capacity(events.len());
-    for e in &events {
-        bytes[e.category as usize] += e.bytes;
-        moments.push(Moment {
-            at_ms: (e.time_ns.max(origin) - origin) as f64 / 1e6,
-            total: bytes.iter().sum(),
-            bytes: bytes.clone(),
-        });
-    }
-    summarise(moments, events.len())
-}
-
-fn summarise(moments: Vec<Moment>, events: usize) -> Option<CategoryTimeline> {
+fn summarise(moments: Vec<Moment>) -> Option<CategoryTimeline> {
     let peak = moments.iter().max_by_key(|m| m.total)?.clone();
     let end = moments.last()?.clone();
     let mut max_bytes = vec![0i64; peak.bytes.len()];
@@ -95,7 +127,7 @@ fn summarise(moments: Vec<Moment>, events: usize) -> Option<CategoryTimeline> {
         .collect();
     Some(CategoryTimeline {
         categories: CATEGORIES.to_vec(),
-        events,
+        events: moments.len(),
         peak,
         end,
         max_bytes,
@@ -106,6 +138,7 @@ fn summarise(moments: Vec<Moment>, events: usize) -> Option<CategoryTimeline> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::memory_timeline::MemoryEvent;
 
     fn event(time_ns: i64, bytes: i64, category: u8) -> MemoryEvent {
         MemoryEvent {
