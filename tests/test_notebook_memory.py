@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import gpuscope
@@ -18,7 +19,6 @@ from torch.profiler import ProfilerActivity, profile
 from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX
 
 pd = pytest.importorskip("pandas")
-hta_memory = pytest.importorskip("hta.memory_analysis")
 
 # torch deprecates export_memory_timeline in favour of CUDA allocator snapshots, which a
 # CPU run does not have; it is what this class reads.
@@ -31,6 +31,14 @@ CATEGORIES = [
     "unknown" if category is None else category.name.lower()
     for category, _ in sorted(_CATEGORY_TO_INDEX.items(), key=lambda item: item[1])
 ]
+
+
+def hta_rows(path: Path) -> tuple[list[int], list[list[int]]]:
+    """HTA 0.5's rows of a raw export: one per instant (its time, ns; each category's
+    bytes after it)."""
+    hta_memory = pytest.importorskip("hta.memory_analysis")
+    times, sizes = hta_memory.MemoryAnalysis(str(path))._process_raw_events()
+    return times, sizes
 
 
 def test_every_instant_is_hta_s_on_the_shared_export() -> None:
@@ -46,7 +54,7 @@ def test_every_instant_is_hta_s_on_the_shared_export() -> None:
     assert list(ours.columns) == ["time (ms)", *CATEGORIES, "total"]
     assert (ours["total"] == ours[CATEGORIES].sum(axis=1)).all()
 
-    times, sizes = hta_memory.MemoryAnalysis(str(path))._process_raw_events()
+    times, sizes = hta_rows(path)
     before = sum(1 for r in rows if r[0] < 0)
     assert before > 0 and times[0] == times[1] == min(times)
     # HTA's first row is the memory from before profiling alone.
@@ -106,6 +114,12 @@ def test_a_training_loop_s_exports_read_as_torch_wrote_them(
     assert rows["time (ms)"].tolist() == pytest.approx([(t - times[0]) / 1e3 for t in times])
     # The raw export's highest instant is torch's highest coalesced row.
     assert ours["total"].max() >= rows["total"].max()
+    # HTA's rows are the frame's last of each instant, after a first row of the memory
+    # from before profiling alone (at the first instant's time), when there is any.
+    times, sizes = hta_rows(raw)
+    instants = ours.groupby("time (ms)", sort=False).last()
+    assert instants[CATEGORIES].to_numpy().tolist() == sizes[-len(instants) :]
+    assert len(sizes) - len(instants) in (0, 1)
 
 
 def test_the_plot_is_saved_as_a_page_of_its_own(
@@ -119,6 +133,26 @@ def test_the_plot_is_saved_as_a_page_of_its_own(
     page = (tmp_path / "images" / "memory_plot.html").read_text()
     assert "Memory timeline (GiB)" in page
     assert '<script src="http' not in page and "optimizer_state" in page
+
+
+def test_saving_a_plot_with_nothing_to_draw_it_is_an_error(
+    exports: tuple[Path, Path, int, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without plotly or matplotlib, a plot asked to be saved raises (no file would
+    come); one only shown warns, as ``visualize=True`` does."""
+    import gpuscope.notebook._pandas as frames
+
+    for module in ("plotly", "plotly.express", "plotly.graph_objects", "matplotlib"):
+        monkeypatch.setitem(sys.modules, module, None)  # an import of it fails
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    monkeypatch.setattr(frames, "_said_no_plotting", False)
+    monkeypatch.chdir(tmp_path)
+    analysis = gpuscope.MemoryAnalysis(exports[0])
+    with pytest.raises(ImportError, match="needs plotly or matplotlib"):
+        analysis.plot_memory_timeline(save_graph=True)
+    assert not (tmp_path / "images").exists()
+    with pytest.warns(UserWarning, match="neither plotly nor matplotlib"):
+        analysis.plot_memory_timeline()
 
 
 def test_what_is_not_a_memory_timeline_is_refused(tmp_path: Path) -> None:

@@ -554,7 +554,7 @@ fn memory_timeline(py: Python<'_>, path: PathBuf) -> PyResult<Py<PyAny>> {
             .flat_map(|t| t.to_le_bytes())
             .collect()),
     )?;
-    // Each column is dropped once it is copied: the whole never lives twice.
+    // Each byte column is dropped once it is copied.
     let bytes: Vec<Bound<'_, PyBytes>> = columns
         .bytes
         .into_iter()

@@ -48,13 +48,22 @@ def show(
     installed, else matplotlib; says once when neither is (a plot is never needed for
     the numbers). With ``save_as``, writes the plot there instead of showing it:
     ``<save_as>.html`` from plotly (self-contained), ``<save_as>.png`` from matplotlib,
-    making its directory."""
+    making its directory; ImportError when neither can draw it."""
     global _said_no_plotting
     try:
         import plotly.express as px
+        import plotly.graph_objects as go
 
-        plot = {"bar": px.bar, "line": px.line, "area": px.area}[kind]
-        figure = plot(df, x=x, y=y, title=title)
+        if kind == "area":
+            # One trace per column, stacked, from the columns themselves: px.area would
+            # first make a long frame of one row per point and column.
+            columns = [y] if isinstance(y, str) else y
+            figure = go.Figure(
+                [go.Scatter(x=df[x], y=df[c], name=c, stackgroup="one") for c in columns],
+                layout={"title": title, "xaxis_title": x},
+            )
+        else:
+            figure = {"bar": px.bar, "line": px.line}[kind](df, x=x, y=y, title=title)
         if save_as is None:
             figure.show()
         else:
@@ -74,6 +83,11 @@ def show(
         return
     except ImportError:
         pass
+    if save_as is not None:
+        raise ImportError(
+            f"saving the plot needs plotly or matplotlib, neither is installed: {_INSTALL} "
+            "brings pandas only; pip install plotly"
+        )
     if not _said_no_plotting:
         _said_no_plotting = True
         warnings.warn(

@@ -55,15 +55,17 @@ class MemoryAnalysis:
         return df
 
     def plot_memory_timeline(self, save_graph: bool = False) -> None:
-        """The timeline as stacked areas, GiB (HTA's "GB") against ms, with plotly when
-        it is installed, else matplotlib. With ``save_graph`` it is written into
-        ``images/`` of the working directory instead of shown: ``memory_plot.html`` with
-        plotly (self-contained), ``memory_plot.png`` with matplotlib. HTA writes
-        ``images/memory_plot.png`` through plotly's image export, which needs the
-        kaleido package."""
-        df = self.get_memory_timeline()
+        """The timeline as stacked areas, GiB (HTA's "GB") against ms, one point per
+        instant as HTA draws it, with plotly when it is installed, else matplotlib
+        (without either, a warning; with ``save_graph``, ImportError). With
+        ``save_graph`` it is written into ``images/`` of the working directory instead of
+        shown: ``memory_plot.html`` with plotly (self-contained), ``memory_plot.png``
+        with matplotlib. HTA writes ``images/memory_plot.png`` through plotly's image
+        export, which needs the kaleido package."""
         names = self.categories
-        gib = df[names] / 1024**3
-        gib.insert(0, "time (ms)", df["time (ms)"])
+        # One point per instant, after its events, as HTA draws it.
+        instants = self.get_memory_timeline().groupby("time (ms)", sort=False).last()
+        gib = instants[names] / 1024**3
+        gib.insert(0, "time (ms)", instants.index)
         save_as = os.path.join("images", "memory_plot") if save_graph else None
         show(gib, "Memory timeline (GiB)", x="time (ms)", y=names, kind="area", save_as=save_as)

@@ -49,7 +49,7 @@ fn moments(timeline: MemoryTimeline) -> Vec<Moment> {
     each_moment(timeline, &mut |at_ms, bytes| {
         moments.push(Moment {
             at_ms,
-            total: bytes.iter().sum(),
+            total: bytes.iter().fold(0i64, |sum, &b| sum.saturating_add(b)),
             bytes: bytes.to_vec(),
         });
     });
@@ -97,15 +97,20 @@ fn each_moment(timeline: MemoryTimeline, each: &mut dyn FnMut(f64, &[i64])) {
                 .find(|e| e.time_ns >= 0)
                 .map_or(0, |e| e.time_ns);
             let mut bytes = vec![0i64; CATEGORIES.len()];
+            // Saturating: a crafted file must not overflow (a panic in a debug build).
             for e in &events {
-                bytes[e.category as usize] += e.bytes;
-                each((e.time_ns.max(origin) - origin) as f64 / 1e6, &bytes);
+                let held = &mut bytes[e.category as usize];
+                *held = held.saturating_add(e.bytes);
+                each(
+                    e.time_ns.max(origin).saturating_sub(origin) as f64 / 1e6,
+                    &bytes,
+                );
             }
         }
         MemoryTimeline::Totals { times_us, bytes } => {
             let origin = times_us.first().copied().unwrap_or(0);
             for (t, bytes) in times_us.iter().zip(&bytes) {
-                each((t - origin) as f64 / 1000.0, bytes);
+                each(t.saturating_sub(origin) as f64 / 1000.0, bytes);
             }
         }
     }

@@ -65,6 +65,7 @@ pub fn read_memory_timeline(
     // several times the file. Anything else goes through the DOM, which says what is
     // wrong with it.
     if let Ok(rows) = serde_json::from_slice::<Vec<Row>>(&text) {
+        drop(text);
         return raw_events(&rows)
             .map(MemoryTimeline::Raw)
             .map_err(|what| Error::bad_input(path, what));
@@ -148,4 +149,54 @@ fn parse(doc: serde_json::Value) -> std::result::Result<MemoryTimeline, String> 
         })
         .collect::<std::result::Result<_, String>>()?;
     raw_events(&rows).map(MemoryTimeline::Raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> std::result::Result<MemoryTimeline, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("timeline.raw.json");
+        std::fs::write(&path, text).unwrap();
+        read_memory_timeline(&path, &mut |_, _| {}).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_typed_rows_and_the_dom_agree_on_what_a_raw_export_is() {
+        let event = |time_ns, bytes, category| MemoryEvent {
+            time_ns,
+            action: 2,
+            bytes,
+            category,
+        };
+        assert_eq!(
+            read("[[-1, 2, 512, 0], [5, 2, -64, 7]]"),
+            Ok(MemoryTimeline::Raw(vec![
+                event(-1, 512, 0),
+                event(5, -64, 7)
+            ]))
+        );
+        assert_eq!(read("[]"), Ok(MemoryTimeline::Raw(Vec::new())));
+        // Refused by the typed rows, then by the DOM with the reason.
+        for (text, why) in [
+            ("[[1, 2, 3.5, 0]]", "not a memory timeline"),
+            ("[[1, 2, 99999999999999999999, 0]]", "not a memory timeline"),
+            ("[[1, 2, 3]]", "not a memory timeline"),
+            ("[[1, 2, 3, 8]]", "unknown memory category 8"),
+        ] {
+            let err = read(text).unwrap_err();
+            assert!(err.contains(why), "{text}: {err}");
+        }
+        // A coalesced export of four instants: its times parse as a row, its sizes do not.
+        let coalesced = "[[1, 2, 3, 4], [[0,1,0,0,0,0,0,0,0], [0,2,0,0,0,0,0,0,0], \
+                         [0,3,0,0,0,0,0,0,0], [0,4,0,0,0,0,0,0,0]]]";
+        match read(coalesced) {
+            Ok(MemoryTimeline::Totals { times_us, bytes }) => {
+                assert_eq!(times_us, [1, 2, 3, 4]);
+                assert_eq!(bytes[3][0], 4);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
