@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyDict};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use gpuscope::analysis::memory_timeline::{timeline_columns, TimelineColumns};
+use gpuscope::analysis::memory_timeline::timeline_columns;
 use gpuscope::analysis::trace::classify::KernelType;
 use gpuscope::analysis::trace::counter_tracks::{counter_samples, Tracks};
 use gpuscope::analysis::trace::critical_path::{
@@ -30,8 +30,8 @@ use gpuscope::analysis::trace::temporal::temporal;
 use gpuscope::formats::trace::overlay::{write_overlay, Overlay};
 use gpuscope::render::trace as render;
 use gpuscope::{
-    analyze_traces, is_memory_timeline, load_traces, read_memory_timeline, write_file, Clock,
-    Format, Render, TraceAnalysis, TraceFile,
+    analyze_traces, load_traces, read_memory_timeline, write_file, Clock, Format, Render,
+    TraceAnalysis, TraceFile,
 };
 
 use crate::error::IntoPy;
@@ -527,38 +527,20 @@ fn write_trace_overlay(
 #[pyfunction]
 fn memory_timeline(py: Python<'_>, path: PathBuf) -> PyResult<Py<PyAny>> {
     let columns = py
-        .detach(|| -> gpuscope::Result<TimelineColumns> {
-            std::fs::metadata(&path).map_err(|e| gpuscope::Error::io(&path, e))?;
-            // A Chrome trace is an object: refused before the whole file is parsed.
-            if !is_memory_timeline(&path) {
-                return Err(gpuscope::Error::bad_input(
-                    &path,
-                    "not a memory timeline of torch.profiler's export_memory_timeline \
-                     (a JSON array)",
-                ));
-            }
-            Ok(timeline_columns(read_memory_timeline(
-                &path,
-                &mut |_, _| {},
-            )?))
-        })
+        .detach(|| read_memory_timeline(&path, &mut |_, _| {}).map(timeline_columns))
         .py_err()?;
-    let le = |bytes: Vec<u8>| PyBytes::new(py, &bytes);
+    let array = |values: Vec<[u8; 8]>| PyBytes::new(py, values.as_flattened());
     let out = PyDict::new(py);
     out.set_item("categories", columns.categories)?;
     out.set_item(
         "time_ms",
-        le(columns
-            .time_ms
-            .iter()
-            .flat_map(|t| t.to_le_bytes())
-            .collect()),
+        array(columns.time_ms.iter().map(|t| t.to_le_bytes()).collect()),
     )?;
     // Each byte column is dropped once it is copied.
     let bytes: Vec<Bound<'_, PyBytes>> = columns
         .bytes
         .into_iter()
-        .map(|column| le(column.iter().flat_map(|b| b.to_le_bytes()).collect()))
+        .map(|column| array(column.iter().map(|b| b.to_le_bytes()).collect()))
         .collect();
     out.set_item("bytes", bytes)?;
     Ok(out.into_any().unbind())

@@ -43,12 +43,20 @@ fn gzipped(path: &Path) -> bool {
         && magic == [0x1f, 0x8b]
 }
 
-/// Reads the timeline at `path`, in either form.
+/// Reads the timeline at `path`, in either form; a file that is not a JSON array (a
+/// Chrome trace) is refused from its first bytes.
 pub fn read_memory_timeline(
     path: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<MemoryTimeline> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    // A Chrome trace is an object: refused from its first bytes, not after reading it.
+    if !is_memory_timeline(path) {
+        return Err(Error::bad_input(
+            path,
+            "not a memory timeline of torch.profiler's export_memory_timeline (a JSON array)",
+        ));
+    }
     let total = file.metadata().map_or(0, |m| m.len());
     let mut bytes = Progress::new(total, progress);
     let counted = bytes.reader(file);
